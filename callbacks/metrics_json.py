@@ -1,0 +1,41 @@
+"""Write the final logged metrics of every process to JSON (for scripts, sweeps and DDP checks)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from lightning.pytorch import Callback, LightningModule, Trainer
+
+
+class MetricsJSON(Callback):
+    """Dump ``trainer.callback_metrics`` after fit, validate and test, one file per global rank.
+
+    Args:
+        dirpath: output folder; ``None`` means the trainer's ``log_dir`` (or ``default_root_dir``).
+        filename: file name; ``{rank}`` is replaced by the global rank.
+    """
+
+    def __init__(self, dirpath: str | None = None, filename: str = "metrics_rank{rank}.json") -> None:
+        self.dirpath, self.filename = dirpath, filename
+
+    def _dump(self, trainer: Trainer) -> None:
+        folder = self.dirpath or trainer.log_dir or trainer.default_root_dir
+        os.makedirs(folder, exist_ok=True)
+        values = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
+        path = os.path.join(folder, self.filename.format(rank=trainer.global_rank))
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump({"rank": trainer.global_rank, "world_size": trainer.world_size, "metrics": values}, handle)
+
+    def on_fit_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Write after fit."""
+        self._dump(trainer)
+
+    def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Write after a standalone validate."""
+        if not trainer.training and trainer.state.fn == "validate":
+            self._dump(trainer)
+
+    def on_test_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Write after test."""
+        self._dump(trainer)

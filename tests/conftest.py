@@ -1,0 +1,45 @@
+"""Hermetic tests: one torch thread, W&B disabled, no hub access, nothing written outside tmp_path."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+torch.set_num_threads(1)  # 2-core machines: no thread oversubscription
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Flags that keep CLI runs quiet and on the CPU.
+QUIET = ["--trainer.accelerator=cpu", "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
+#: A small synthetic stream for plumbing tests (the default is 20k events).
+TINY_DATA = [
+    "--data.init_args.n_events=1500",
+    "--data.init_args.n_users=40",
+    "--data.init_args.n_items=80",
+    "--data.init_args.num_eval_negatives=20",
+]
+#: The documented tiny CRAFT size.
+TINY_CRAFT = ["--model.init_args.d=16", "--model.init_args.L=8", "--model.init_args.num_layers=1"]
+
+
+@pytest.fixture(autouse=True)
+def _hermetic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for key, value in {"WANDB_MODE": "disabled", "WANDB_DIR": str(tmp_path), "HF_HUB_OFFLINE": "1"}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.chdir(tmp_path)  # a stray ./config.yaml or lightning_logs/ lands in tmp_path, never the repo
+    torch.hub.set_dir(str(tmp_path / "hub"))
+    yield
+    if "wandb" in sys.modules:  # a live run would be reused by the next test
+        sys.modules["wandb"].finish()
+
+
+@pytest.fixture(autouse=True)
+def _no_env_leak() -> None:
+    """Fail a test that leaves environment variables behind (lightning-bolts' fixture)."""
+    before = dict(os.environ)
+    yield
+    leaked = {k for k in os.environ.keys() - before.keys() if not k.startswith(("PL_", "WANDB_", "KMP_", "CUDA_", "TORCHINDUCTOR_", "MASTER_", "LOCAL_RANK", "NODE_RANK", "WORLD_SIZE"))}
+    assert not leaked, f"test leaked environment variables: {sorted(leaked)}"

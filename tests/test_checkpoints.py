@@ -1,0 +1,103 @@
+"""Checkpoint round trip: weights_only loading, subclass rebuild, fine-tuning, exact resume, saved config."""
+
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import QUIET, ROOT, TINY_CRAFT, TINY_DATA
+
+from zoo.cli import main
+from zoo.core import ZooModule, load_pretrained
+
+CONFIG = str(ROOT / "configs/craft/craft.yaml")
+NO_DROPOUT = [f"--model.init_args.{k}=0.0" for k in ("emb_dropout", "attn_dropout", "hidden_dropout")]
+BASE = ["-c", CONFIG, *QUIET, *TINY_DATA, *TINY_CRAFT, *NO_DROPOUT, "--trainer.limit_val_batches=1",
+        "--trainer.limit_train_batches=2", "--trainer.num_sanity_val_steps=0"]  # fmt: skip
+
+
+def _fit(root: Path, *extra: str) -> tuple[object, str]:
+    cli = main(["fit", *BASE, f"--trainer.default_root_dir={root}", *extra])
+    ckpts = sorted(glob.glob(f"{root}/**/*.ckpt", recursive=True))
+    return cli, ckpts[-1]
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, str, Path]:
+    root = tmp_path_factory.mktemp("fit")
+    cli, ckpt = _fit(root, "--trainer.max_epochs=1")
+    return cli, ckpt, root
+
+
+def test_weights_only_load(fitted) -> None:
+    """Hyperparameters are primitives: the checkpoint loads with weights_only=True."""
+    _, ckpt, _ = fitted
+    blob = torch.load(ckpt, map_location="cpu", weights_only=True)
+    assert blob["hyper_parameters"]["_class_path"] == "zoo.craft.module.CRAFTModule"
+    assert "input_dim" not in blob["hyper_parameters"]  # links the class does not take are dropped
+
+
+def test_base_class_rebuilds_subclass_with_identical_predictions(fitted) -> None:
+    cli, ckpt, _ = fitted
+    model = ZooModule.load_from_checkpoint(ckpt)
+    assert type(model).__name__ == "CRAFTModule"
+    original = cli.model.eval()
+    model.eval()
+    hist = torch.randint(0, original.model.num_embeddings, (4, 8))
+    cand = torch.randint(1, original.model.num_embeddings, (4, 5))
+    elapsed = torch.rand(4, 5)
+    torch.testing.assert_close(model.model(hist, cand, elapsed), original.model(hist, cand, elapsed))
+
+
+def test_config_saved_in_run_dir(fitted) -> None:
+    _, ckpt, root = fitted
+    run_dir = Path(ckpt).parents[1]
+    assert (run_dir / "config.yaml").is_file()
+    assert "CRAFTModule" in (run_dir / "config.yaml").read_text()
+    assert not Path("config.yaml").exists()
+
+
+def test_second_run_does_not_collide(fitted) -> None:
+    _, _, root = fitted
+    _fit(root, "--trainer.max_epochs=1")
+    assert len(glob.glob(f"{root}/**/config.yaml", recursive=True)) == 2
+
+
+def test_pretrained_fine_tunes(fitted, tmp_path: Path) -> None:
+    """`pretrained=<ckpt>` starts from the checkpoint's weights (not a fresh init)."""
+    _, ckpt, _ = fitted
+    cli = main([*BASE, f"--model.init_args.pretrained={ckpt}", f"--trainer.default_root_dir={tmp_path}",
+                "--trainer.max_epochs=1"], run=False)  # fmt: skip
+    state = torch.load(ckpt, weights_only=True)["state_dict"]
+    for key, value in cli.model.model.state_dict().items():
+        torch.testing.assert_close(value, state[f"model.{key}"])
+
+
+def test_pretrained_state_dict_and_mismatch_warns(fitted, tmp_path: Path) -> None:
+    """A plain state dict loads; a changed layer is dropped with a warning naming the key and both shapes."""
+    cli, _, _ = fitted
+    state = {k: v.clone() for k, v in cli.model.model.state_dict().items()}
+    key = next(k for k in state if k.endswith("weight") and state[k].ndim == 2)
+    state[key] = torch.zeros(3, 3)
+    path = tmp_path / "plain.pt"
+    torch.save(state, path)
+    with pytest.warns(UserWarning, match=key.replace(".", r"\.")):
+        load_pretrained(cli.model.model, str(path), prefix="")
+
+
+def test_pretrained_missing_file_never_downloads() -> None:
+    with pytest.raises(FileNotFoundError, match="never downloads"):
+        load_pretrained(torch.nn.Linear(1, 1), "org/some-hub-model")
+
+
+def test_resume_is_exact(tmp_path: Path) -> None:
+    """fit 4 steps == fit 2 steps + resume 2 via --ckpt_path (weights, optimizer state and step counter)."""
+    straight, _ = _fit(tmp_path / "a", "--trainer.max_epochs=2")
+    _, ckpt = _fit(tmp_path / "b", "--trainer.max_epochs=1")
+    resumed = main(["fit", *BASE, f"--trainer.default_root_dir={tmp_path / 'b'}", "--trainer.max_epochs=2",
+                    f"--ckpt_path={ckpt}"])  # fmt: skip
+    assert resumed.trainer.global_step == straight.trainer.global_step == 4
+    for (name, a), b in zip(straight.model.state_dict().items(), resumed.model.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)

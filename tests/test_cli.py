@@ -1,0 +1,80 @@
+"""The `zoo` command: static top-level help, `list`, `reproduce` argument handling, short class names."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import QUIET, ROOT, TINY_CRAFT, TINY_DATA
+
+from zoo.cli import main
+from zoo.core.registry import CLASSES, METHODS
+
+
+def test_help_is_fast_and_lazy() -> None:
+    """`python -m zoo --help` answers quickly without importing torch, transformers or torch_geometric."""
+    code = (
+        "import runpy, sys; sys.argv=['zoo','--help']; runpy.run_module('zoo', run_name='__main__');"
+        "bad=[m for m in ('torch','lightning','transformers','torch_geometric') if m in sys.modules];"
+        "assert not bad, bad"
+    )
+    start = time.time()
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "reproduce" in out.stdout and "fit" in out.stdout
+    assert time.time() - start < 3.0
+
+
+def test_list_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["list", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["slug"] for r in rows] == list(METHODS)
+    assert all(set(r) == {"slug", "module", "datamodule", "paper", "status"} for r in rows)
+
+
+def test_list_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["list"]) == 0
+    assert "craft" in capsys.readouterr().out
+
+
+def test_registry_paths_resolve() -> None:
+    """Every registered class path imports (a typo would only show when a user runs it)."""
+    import importlib
+
+    for path in list(CLASSES.values()) + [m[k] for m in METHODS.values() for k in ("module", "datamodule")]:
+        module, _, name = path.rpartition(".")
+        assert hasattr(importlib.import_module(module), name), path
+
+
+def test_reproduce_unknown_slug_is_error() -> None:
+    assert main(["reproduce", "nope"]) == 2
+    assert main(["reproduce", "craft", "--seeds", "0"]) == 2
+
+
+def test_short_class_names(tmp_path) -> None:
+    """`--model CRAFTModule --data TemporalLinkDataModule` resolve without full class paths."""
+    cli = main(["--model=CRAFTModule", "--data=TemporalLinkDataModule", *QUIET, *TINY_DATA, *TINY_CRAFT], run=False)
+    assert type(cli.model).__name__ == "CRAFTModule"
+    assert cli.model.num_nodes == cli.datamodule.num_nodes  # linked from the data
+
+
+def test_seed_defaults_to_zero() -> None:
+    cli = main(["--model=CRAFTModule", "--data=TemporalLinkDataModule", *QUIET, *TINY_DATA, *TINY_CRAFT], run=False)
+    assert cli.config["seed_everything"] == 0
+
+
+def test_print_config(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["fit", "-c", str(ROOT / "configs/craft/default.yaml"), "--print_config"])
+    assert exc.value.code == 0
+    assert "CRAFTModule" in capsys.readouterr().out
+
+
+def test_impossible_config_names_the_flag() -> None:
+    """d not divisible by heads is refused before training, naming the flag."""
+    with pytest.raises(ValueError, match="model.init_args.d"):
+        main(["--model=CRAFTModule", "--data=TemporalLinkDataModule", *QUIET, *TINY_DATA,
+              "--model.init_args.d=15", "--model.init_args.heads=2"], run=False)  # fmt: skip

@@ -1,0 +1,32 @@
+"""Every YAML under configs/ parses (each key matches a signature) and runs `fit` with `fast_dev_run`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import QUIET, ROOT, TINY_DATA
+
+from zoo.cli import main
+
+CONFIGS = sorted(str(p) for p in (ROOT / "configs").glob("*/*.yaml") if p.parent.name != "logger")
+
+
+def _short(config: str) -> list[str]:
+    return [*QUIET, *TINY_DATA] if "/craft/" in config else list(QUIET)
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: Path(c).relative_to(ROOT).as_posix())
+def test_config_parses(config: str) -> None:
+    assert main(["--config", config, *QUIET], run=False) is not None
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: Path(c).relative_to(ROOT).as_posix())
+def test_fast_dev_run(config: str, tmp_path: Path) -> None:
+    main(["fit", "-c", config, *_short(config), "--trainer.fast_dev_run=1", f"--trainer.default_root_dir={tmp_path}"])
+
+
+def test_wandb_logger_config_composes() -> None:
+    cli = main(["-c", str(ROOT / "configs/craft/default.yaml"), "-c", str(ROOT / "configs/logger/wandb.yaml"), *QUIET],
+               run=False)  # fmt: skip
+    assert type(cli.trainer.logger).__name__ == "WandbLogger"

@@ -1,0 +1,3 @@
+from zoo.launcher import main
+
+main()

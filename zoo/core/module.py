@@ -1,0 +1,131 @@
+"""Base LightningModule of the zoo."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any, ClassVar, Literal
+
+import torch
+from lightning.pytorch import LightningModule
+from torch import Tensor
+
+from zoo.core.pretrained import load_pretrained
+
+#: An extra objective term added by a callback: ``term(module, batch, out) -> scalar``.
+LossTerm = Callable[["ZooModule", Any, dict[str, Tensor]], Tensor]
+
+
+class ZooModule(LightningModule, ABC):
+    """Base class of every zoo method.
+
+    Subclasses implement :meth:`configure_models` (build ``self.model``), optionally :meth:`configure_losses` and
+    :meth:`configure_metrics`, and :meth:`compute_loss`. The inherited :meth:`training_step` sums the method's loss
+    and the extra terms callbacks register in ``self.extra_loss_terms``, logging each under ``train/``.
+
+    Args:
+        lr: learning rate of the default Adam optimiser.
+        weight_decay: weight decay of the default optimiser.
+        pretrained: a local Lightning checkpoint, plain state dict or Hugging Face folder to fine-tune from.
+    """
+
+    #: Metric watched by checkpoints, early stopping and schedulers.
+    monitor: ClassVar[str] = "val/loss"
+    #: "min" or "max" for ``monitor``.
+    mode: ClassVar[Literal["min", "max"]] = "min"
+    #: Short name of the method, used in logs and reproduction tables.
+    name: ClassVar[str] = "zoo"
+    #: False for training-free methods: ``configure_optimizers`` then returns ``None``.
+    trainable: ClassVar[bool] = True
+
+    def __init__(self, *, lr: float = 1e-3, weight_decay: float = 0.0, pretrained: str | None = None) -> None:
+        super().__init__()
+        # Collects the init args of the whole subclass chain; every one of them must be a primitive.
+        self.save_hyperparameters()
+        # Kept as attributes too: under LightningCLI, hparams hold only the subclass's own signature.
+        self.lr, self.weight_decay = lr, weight_decay
+        self._drop_foreign_hparams()
+        self.extra_loss_terms: dict[str, LossTerm] = {}
+        self.configure_models()
+        self.configure_losses()
+        self.configure_metrics()
+        if pretrained is not None:
+            load_pretrained(self.model, pretrained)
+
+    @classmethod
+    def load_from_checkpoint(cls, checkpoint_path: str, *args: Any, **kwargs: Any) -> ZooModule:  # type: ignore[override]
+        """Load a checkpoint, rebuilding the subclass it was saved from (``ZooModule.load_from_checkpoint`` works)."""
+        target = _checkpoint_class(checkpoint_path, cls)
+        if target is not cls:
+            return target.load_from_checkpoint(checkpoint_path, *args, **kwargs)
+        kwargs.setdefault("weights_only", True)
+        return super().load_from_checkpoint(checkpoint_path, *args, **kwargs)
+
+    def _drop_foreign_hparams(self) -> None:
+        """Drop linked values this class does not take (e.g. ``input_dim``), so checkpoints re-instantiate it."""
+        params = inspect.signature(type(self).__init__).parameters
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            return
+        for key in [k for k in self.hparams if not k.startswith("_") and k not in params]:
+            del self.hparams[key]
+
+    @abstractmethod
+    def configure_models(self) -> None:
+        """Build ``self.model`` (a plain ``nn.Module`` from the method's ``model.py``)."""
+
+    def configure_losses(self) -> None:
+        """Build loss objects (most methods use plain functions from ``model.py``)."""
+
+    def configure_metrics(self) -> None:
+        """Build metric objects."""
+
+    @abstractmethod
+    def compute_loss(self, batch: Any) -> dict[str, Tensor] | None:
+        """Return ``{"loss": scalar, ...}`` for a training batch, or ``None`` to skip the batch."""
+
+    def batch_size_of(self, batch: Any) -> int:
+        """Number of examples in ``batch``, for logging."""
+        if isinstance(batch, dict):
+            batch = next(iter(batch.values()))
+        if isinstance(batch, list | tuple):
+            batch = batch[0]
+        return int(batch.shape[0]) if isinstance(batch, Tensor) else 1
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor | None:
+        """Sum the method's loss and the callbacks' extra terms, logging each."""
+        out = self.compute_loss(batch)
+        if out is None:
+            return None
+        size = self.batch_size_of(batch)
+        loss = out["loss"]
+        for key, term in self.extra_loss_terms.items():
+            value = term(self, batch, out)
+            self.log(f"train/{key}", value, batch_size=size)
+            loss = loss + value
+        for key, value in out.items():
+            if key != "loss" and isinstance(value, Tensor) and value.numel() == 1:
+                self.log(f"train/{key}", value, batch_size=size)
+        self.log("train/loss", loss, batch_size=size, prog_bar=True)
+        return loss
+
+    def configure_optimizers(self) -> Any:
+        """Adam over the trainable parameters with the primitive ``lr`` and ``weight_decay``."""
+        if not self.trainable:
+            return None
+        params = [p for p in self.parameters() if p.requires_grad]
+        return torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay)
+
+
+def _checkpoint_class(checkpoint_path: str, base: type[ZooModule]) -> type[ZooModule]:
+    """The class a checkpoint's hparams name (``_class_path``, written by LightningCLI), checked to subclass ``base``."""
+    blob = torch.load(checkpoint_path, map_location="cpu", weights_only=True)
+    class_path = blob.get("hyper_parameters", {}).get("_class_path")
+    if not class_path:
+        return base
+    module_name, _, name = class_path.rpartition(".")
+    target = getattr(importlib.import_module(module_name), name, None)
+    if not (isinstance(target, type) and issubclass(target, base)):
+        raise ValueError(f"{checkpoint_path}: _class_path={class_path!r} is not a subclass of {base.__name__}")
+    return target

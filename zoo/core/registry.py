@@ -1,0 +1,23 @@
+"""Static registry of the zoo's methods and classes: strings only, so nothing heavy is imported to list them."""
+
+from __future__ import annotations
+
+#: slug -> method entry. ``module``/``datamodule`` are full class paths; ``config`` is the main job's config.
+METHODS: dict[str, dict[str, str]] = {
+    "craft": {
+        "module": "zoo.craft.module.CRAFTModule",
+        "datamodule": "datamodules.temporal_link.TemporalLinkDataModule",
+        "paper": "CRAFT: Future Link Prediction Without Memory or Aggregation (NeurIPS 2025)",
+        "status": "implemented",
+        "config": "configs/craft/default.yaml",
+    },
+}
+
+#: Short class name -> full class path, so ``--model CRAFTModule`` works without importing every method up front.
+CLASSES: dict[str, str] = {
+    "CRAFTModule": "zoo.craft.module.CRAFTModule",
+    "EdgeBankModule": "zoo.craft.module.EdgeBankModule",
+    "TGNModule": "zoo.craft.module.TGNModule",
+    "OracleModule": "zoo.craft.module.OracleModule",
+    "TemporalLinkDataModule": "datamodules.temporal_link.TemporalLinkDataModule",
+}

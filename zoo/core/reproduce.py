@@ -1,0 +1,214 @@
+"""``zoo list`` and ``zoo reproduce``: the zoo's own verbs, plus the Claim and Report types protocols return."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+import multiprocessing
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from zoo.core.registry import METHODS
+
+Op = Literal[">=", "<=", "in"]
+
+
+@dataclass
+class Claim:
+    """One checked claim: ``value op threshold`` (``in``: ``threshold = [low, high]``).
+
+    Args:
+        name: short id and description, e.g. ``"C1 unseen: CRAFT mrr_unseen"``.
+        value: the measured value (a median over seeds where the protocol says so).
+        op: comparison operator.
+        threshold: the bound, or ``[low, high]`` for ``in``.
+        detail: what was compared, in words and numbers.
+        asserted: ``False`` for claims that are printed but do not decide the exit code.
+    """
+
+    name: str
+    value: float
+    op: Op
+    threshold: float | list[float]
+    detail: str = ""
+    asserted: bool = True
+
+    @property
+    def holds(self) -> bool:
+        """Whether the claim holds (NaN never holds)."""
+        if isinstance(self.value, float) and math.isnan(self.value):
+            return False
+        match self.op:
+            case ">=":
+                return self.value >= self.threshold
+            case "<=":
+                return self.value <= self.threshold
+            case "in":
+                low, high = self.threshold
+                return low <= self.value <= high
+        raise ValueError(f"unknown op {self.op!r}")
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON form with ``holds``."""
+        return {**asdict(self), "holds": self.holds}
+
+    def line(self) -> str:
+        """One table line: ``name  value  op  threshold  PASS|FAIL``."""
+        verdict = ("PASS" if self.holds else "FAIL") if self.asserted else ("info" if self.holds else "info-FAIL")
+        bound = f"[{self.threshold[0]:.4g}, {self.threshold[1]:.4g}]" if self.op == "in" else f"{self.threshold:.4g}"
+        return f"{self.name:<58} {self.value:>9.4f} {self.op:>3} {bound:<16} {verdict}"
+
+
+@dataclass
+class Report:
+    """What a method's ``reproduce.run`` returns.
+
+    Args:
+        claims: the checked claims.
+        metrics: every measured number, nested dicts of floats (written to JSON).
+        table: a markdown table of the results for the method page.
+        plots: PNG files the protocol wrote into the output folder.
+    """
+
+    claims: list[Claim]
+    metrics: dict[str, Any] = field(default_factory=dict)
+    table: str = ""
+    plots: list[str] = field(default_factory=list)
+
+
+class Progress:
+    """One line per event with the elapsed time, flushed (long runs show what runs)."""
+
+    def __init__(self, slug: str) -> None:
+        self.slug, self.start = slug, time.time()
+
+    def __call__(self, message: str) -> None:
+        """Print ``[slug +12.3s] message``."""
+        print(f"[{self.slug} +{time.time() - self.start:7.1f}s] {message}", flush=True)
+
+
+def parallel_map(fn: Callable[[Any], Any], items: Iterable[Any], workers: int = 2) -> list[Any]:
+    """Map ``fn`` over ``items`` in ``workers`` spawned processes (one torch thread each), keeping order."""
+    items = list(items)
+    if workers <= 1 or len(items) <= 1:
+        return [fn(item) for item in items]
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(workers, len(items)), mp_context=context) as pool:
+        return list(pool.map(fn, items))
+
+
+def write_report(slug: str, report: Report, out: Path, seconds: float, settings: dict[str, Any]) -> dict[str, Any]:
+    """Write ``out/<slug>.md`` and ``out/<slug>.json``; return the JSON object."""
+    out.mkdir(parents=True, exist_ok=True)
+    blob = {
+        "slug": slug,
+        "seconds": round(seconds, 1),
+        "settings": settings,
+        "metrics": report.metrics,
+        "claims": [c.as_dict() for c in report.claims],
+        "plots": report.plots,
+    }
+    (out / f"{slug}.json").write_text(json.dumps(blob, indent=2, default=_jsonable), encoding="utf-8")
+    lines = [
+        f"# zoo reproduce {slug}",
+        "",
+        f"Settings: {settings}; {seconds:.0f} s.",
+        "",
+        report.table,
+        "",
+        "| claim | value | op | threshold | verdict |",
+        "|---|---|---|---|---|",
+    ]
+    for claim in report.claims:
+        bound = claim.threshold if claim.op != "in" else f"[{claim.threshold[0]}, {claim.threshold[1]}]"
+        verdict = ("PASS" if claim.holds else "FAIL") if claim.asserted else "info"
+        lines.append(f"| {claim.name} | {claim.value:.4f} | {claim.op} | {bound} | {verdict} |")
+    lines += [""] + [f"- {c.name}: {c.detail}" for c in report.claims if c.detail]
+    lines += [""] + [f"![{Path(p).stem}]({Path(p).name})" for p in report.plots]
+    (out / f"{slug}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return blob
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "item"):
+        return value.item()
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return str(value)
+
+
+def reproduce(slug: str, quick: bool, seeds: int | None, out: Path) -> int:
+    """Run ``zoo.<slug>.reproduce.run`` and write its outputs; return 0 (all hold), 1 (one fails) or 2 (error)."""
+    if slug not in METHODS:
+        print(f"zoo reproduce: unknown method {slug!r}; known: {', '.join(sorted(METHODS))}", file=sys.stderr)
+        return 2
+    progress = Progress(slug)
+    n_seeds = seeds if seeds is not None else (1 if quick else 3)
+    settings = {"quick": quick, "seeds": list(range(n_seeds))}
+    progress(f"start: quick={quick}, seeds={settings['seeds']}, out={out}")
+    start = time.time()
+    try:
+        protocol = importlib.import_module(f"zoo.{slug}.reproduce")
+        report: Report = protocol.run(seeds=tuple(range(n_seeds)), quick=quick, out=out, progress=progress)
+    except Exception:  # an error is exit code 2, never a silent pass
+        traceback.print_exc()
+        return 2
+    seconds = time.time() - start
+    write_report(slug, report, out, seconds, settings)
+    print(report.table)
+    print()
+    for claim in report.claims:
+        print(claim.line())
+    failed = [c.name for c in report.claims if c.asserted and not c.holds]
+    progress(f"done in {seconds:.0f} s: {len(report.claims) - len(failed)}/{len(report.claims)} hold; wrote {out}")
+    return 1 if failed else 0
+
+
+def dispatch(argv: Sequence[str]) -> int:
+    """Handle ``zoo list [--json]`` and ``zoo reproduce <slug>|--all [--quick] [--seeds N] [--out DIR]``."""
+    verb, rest = argv[0], list(argv[1:])
+    if verb == "list":
+        parser = argparse.ArgumentParser(prog="zoo list", description="List the zoo's methods.")
+        parser.add_argument("--json", action="store_true", help="print a JSON list of objects")
+        args = parser.parse_args(rest)
+        rows = [{"slug": s, **{k: m[k] for k in ("module", "datamodule", "paper", "status")}} for s, m in METHODS.items()]
+        if args.json:
+            print(json.dumps(rows, indent=2))
+        else:
+            for row in rows:
+                print(f"{row['slug']:<16} {row['status']:<12} {row['module']}  {row['datamodule']}\n{'':<16} {row['paper']}")
+        return 0
+    parser = argparse.ArgumentParser(prog="zoo reproduce", description="Re-check a method's claims at CPU scale.")
+    parser.add_argument("slug", nargs="?", help="method slug (see `zoo list`)")
+    parser.add_argument("--all", action="store_true", help="run every method and write DIR/REPORT.md")
+    parser.add_argument("--quick", action="store_true", help="one seed, reduced protocol (within 5 minutes)")
+    parser.add_argument("--seeds", type=int, default=None, help="number of seeds (default 3, quick 1)")
+    parser.add_argument("--out", default="reproduce_out", help="output folder (default reproduce_out)")
+    try:
+        args = parser.parse_args(rest)
+    except SystemExit as exc:
+        return 2 if exc.code else 0
+    if args.seeds is not None and args.seeds < 1:
+        print("zoo reproduce: --seeds must be >= 1", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    if args.all:
+        codes = {slug: reproduce(slug, args.quick, args.seeds, out) for slug in METHODS}
+        verdict = {0: "all claims hold", 1: "a claim fails", 2: "error"}
+        index = ["# zoo reproduce --all", "", "| method | result | report |", "|---|---|---|"]
+        index += [f"| {s} | {verdict[c]} | [{s}.md]({s}.md) |" for s, c in codes.items()]
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "REPORT.md").write_text("\n".join(index) + "\n", encoding="utf-8")
+        return max(codes.values(), default=0)
+    if not args.slug:
+        parser.print_usage(sys.stderr)
+        return 2
+    return reproduce(args.slug, args.quick, args.seeds, out)
