@@ -20,8 +20,8 @@ Example:
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np

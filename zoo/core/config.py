@@ -10,7 +10,7 @@ from lightning.pytorch.cli import SaveConfigCallback
 from lightning.pytorch.loggers import WandbLogger
 
 
-def run_dir(trainer: Trainer) -> str:
+def run_dir(trainer: Trainer, log_dir: str | None = None) -> str:
     """The run's own directory: the W&B run folder under ``WandbLogger``, else ``trainer.log_dir``.
 
     The W&B run folder is the parent of ``experiment.dir`` (``files/``, where W&B writes its own ``config.yaml``).
@@ -18,7 +18,7 @@ def run_dir(trainer: Trainer) -> str:
     for logger in trainer.loggers:
         if isinstance(logger, WandbLogger):
             return os.path.dirname(os.path.normpath(str(logger.experiment.dir)))
-    return str(trainer.log_dir or trainer.default_root_dir)
+    return str(log_dir or trainer.log_dir or trainer.default_root_dir)
 
 
 class RunDirSaveConfig(SaveConfigCallback):
@@ -28,9 +28,14 @@ class RunDirSaveConfig(SaveConfigCallback):
     Lightning #17168); every run here has its own directory, so nothing collides.
     """
 
+    def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        """Read ``trainer.log_dir`` on every rank first: it broadcasts, and ``save_config`` runs on rank 0 only."""
+        self._log_dir = trainer.log_dir
+        super().setup(trainer, pl_module, stage)
+
     def save_config(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         """Dump ``self.config`` into the run directory and update ``experiment.config`` when W&B is on."""
-        directory = run_dir(trainer)
+        directory = run_dir(trainer, getattr(self, "_log_dir", None))
         os.makedirs(directory, exist_ok=True)
         path = os.path.join(directory, self.config_filename)
         with open(path, "w", encoding="utf-8") as handle:

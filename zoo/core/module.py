@@ -55,7 +55,9 @@ class ZooModule(LightningModule, ABC):
             load_pretrained(self.model, pretrained)
 
     @classmethod
-    def load_from_checkpoint(cls, checkpoint_path: str, *args: Any, **kwargs: Any) -> ZooModule:  # type: ignore[override]
+    def load_from_checkpoint(  # type: ignore[override]
+        cls, checkpoint_path: str, *args: Any, **kwargs: Any
+    ) -> ZooModule:
         """Load a checkpoint, rebuilding the subclass it was saved from (``ZooModule.load_from_checkpoint`` works)."""
         target = _checkpoint_class(checkpoint_path, cls)
         if target is not cls:
@@ -119,7 +121,7 @@ class ZooModule(LightningModule, ABC):
 
 
 def _checkpoint_class(checkpoint_path: str, base: type[ZooModule]) -> type[ZooModule]:
-    """The class a checkpoint's hparams name (``_class_path``, written by LightningCLI), checked to subclass ``base``."""
+    """The class named by a checkpoint's ``_class_path`` hparam (LightningCLI writes it), checked against ``base``."""
     blob = torch.load(checkpoint_path, map_location="cpu", weights_only=True)
     class_path = blob.get("hyper_parameters", {}).get("_class_path")
     if not class_path:

@@ -179,12 +179,14 @@ def dispatch(argv: Sequence[str]) -> int:
         parser = argparse.ArgumentParser(prog="zoo list", description="List the zoo's methods.")
         parser.add_argument("--json", action="store_true", help="print a JSON list of objects")
         args = parser.parse_args(rest)
-        rows = [{"slug": s, **{k: m[k] for k in ("module", "datamodule", "paper", "status")}} for s, m in METHODS.items()]
+        fields = ("module", "datamodule", "paper", "status")
+        rows = [{"slug": slug, **{k: entry[k] for k in fields}} for slug, entry in METHODS.items()]
         if args.json:
             print(json.dumps(rows, indent=2))
         else:
             for row in rows:
-                print(f"{row['slug']:<16} {row['status']:<12} {row['module']}  {row['datamodule']}\n{'':<16} {row['paper']}")
+                print(f"{row['slug']:<16} {row['status']:<12} {row['module']}  {row['datamodule']}")
+                print(f"{'':<16} {row['paper']}")
         return 0
     parser = argparse.ArgumentParser(prog="zoo reproduce", description="Re-check a method's claims at CPU scale.")
     parser.add_argument("slug", nargs="?", help="method slug (see `zoo list`)")

@@ -176,7 +176,9 @@ class TemporalLinkModule(ZooModule):
             start, cands = self._eval_clock
             values["perf/eval_cand_per_s"] = torch.tensor(cands / max(time.perf_counter() - start, 1e-9))
             del self._eval_clock
-        self.log_dict({k: v.float() for k, v in values.items()})
+        # The torchmetrics states are already reduced over ranks; sync_dist only averages identical values (and the
+        # per-rank throughput), and keeps Lightning from warning.
+        self.log_dict({k: v.float() for k, v in values.items()}, sync_dist=self.trainer.world_size > 1)
         self.rank_metrics[split].reset()
         for strategy in AP_STRATEGIES:
             self.ap_metrics[f"{split}_{strategy}"].reset()
@@ -508,7 +510,9 @@ class TGNModule(TemporalLinkModule):
         super().setup(stage)
         width = self.datamodule.stream.msg.shape[1]
         if width != self._dims["msg_dim"]:
-            raise ValueError(f"--model.init_args.input_dim={self._dims['msg_dim']} but the stream's messages have {width}")
+            raise ValueError(
+                f"--model.init_args.input_dim={self._dims['msg_dim']} but the stream's messages have width {width}"
+            )
 
     def on_train_epoch_start(self) -> None:
         """Fresh memory and neighbour buffers each epoch (PyG recipe)."""

@@ -74,11 +74,16 @@ def _edgebank_closed_form(dm: Any) -> dict[str, float]:
 
 def run_job(job: tuple[str, int]) -> dict[str, Any]:
     """Train and test every model on one (stream, seed); returns ``{model: {metric: value}}`` plus C3 and perf."""
+    import logging
     import time
+    import warnings
 
     import torch
 
     torch.set_num_threads(1)
+    warnings.filterwarnings("ignore")  # one progress line per model instead of Lightning's notices
+    for name in ("lightning.pytorch", "lightning.fabric", "lightning_utilities"):
+        logging.getLogger(name).setLevel(logging.ERROR)
     from zoo.cli import main
 
     stream, seed = job
@@ -154,8 +159,12 @@ def _claims(runs: list[dict[str, Any]], quick: bool) -> list[Claim]:
 
 def _table(runs: list[dict[str, Any]]) -> str:
     seeds = sorted({r["seed"] for r in runs})
-    lines = [f"Test MRR, medians over seeds {seeds} (K=100 random negatives).", "",
-             "| stream | model | mrr | mrr_seen | mrr_unseen | hits@10 | AP (random) |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        f"Test MRR, medians over seeds {seeds} (K=100 random negatives).",
+        "",
+        "| stream | model | mrr | mrr_seen | mrr_unseen | hits@10 | AP (random) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for stream in STREAMS:
         for model in MODELS:
             vals = [_median(runs, stream, model, k) for k in ("mrr", "mrr_seen", "mrr_unseen", "hits10", "ap_random")]
