@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import time
 from pathlib import Path
 
 import pytest
@@ -13,17 +14,19 @@ from zoo.cli import main
 
 def test_offline_run_directory_with_metrics_and_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WANDB_MODE", "offline")
-    main(["fit", "-c", str(ROOT / "configs/craft/default.yaml"), "-c", str(ROOT / "configs/logger/wandb.yaml"),
+    cli = main(["fit", "-c", str(ROOT / "configs/craft/default.yaml"), "-c", str(ROOT / "configs/logger/wandb.yaml"),
           *QUIET, *TINY_DATA, *TINY_CRAFT, "--trainer.max_epochs=1", "--trainer.limit_train_batches=2",
           "--trainer.limit_val_batches=1", "--trainer.num_sanity_val_steps=0", "--trainer.log_every_n_steps=1",
           f"--trainer.logger.init_args.save_dir={tmp_path}"])  # fmt: skip
     runs = glob.glob(f"{tmp_path}/wandb/offline-run-*")
     assert len(runs) == 1, runs
     run = Path(runs[0])
-    import wandb
-
-    wandb.finish()  # flush the offline run
-    records = b"".join(p.read_bytes() for p in run.glob("*.wandb"))
+    cli.trainer.logger.experiment.finish()  # flush the offline run (its records are written asynchronously)
+    for _ in range(100):  # wandb-core may still be writing after finish() returns
+        records = b"".join(p.read_bytes() for p in run.glob("*.wandb"))
+        if b"val/mrr" in records and b"CRAFTModule" in records:
+            break
+        time.sleep(0.1)
     assert b"val/mrr" in records and b"train/loss" in records  # logged metrics are in the offline run
     assert b"CRAFTModule" in records  # the resolved config went into the W&B run config
     assert "CRAFTModule" in (run / "config.yaml").read_text()  # and into the run folder as config.yaml

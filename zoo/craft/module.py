@@ -98,8 +98,14 @@ class TemporalLinkModule(ZooModule):
     # -- data access ----------------------------------------------------------------------------------------------
     @property
     def datamodule(self) -> Any:
-        """The trainer's temporal-link datamodule (``stream``, ``query_index`` ...)."""
-        return self.trainer.datamodule
+        """The attached or the trainer's temporal-link datamodule (``stream``, ``query_index`` ...)."""
+        attached = self.__dict__.get("_attached_datamodule")
+        return attached if attached is not None else self.trainer.datamodule
+
+    def attach_datamodule(self, datamodule: Any) -> None:
+        """Score outside a Trainer (notebooks, tests): use ``datamodule``'s stream and causal indices."""
+        datamodule.setup()
+        self.__dict__["_attached_datamodule"] = datamodule
 
     def setup(self, stage: str) -> None:
         """Check the datamodule protocol and the loader order this model needs."""
@@ -301,7 +307,12 @@ class CRAFTModule(TemporalLinkModule):
         """CRAFTNet inputs for queries ``(src, t)`` and candidates ``cand (B, C)`` on the split's causal graph."""
         index = self.datamodule.query_index(split)
         src_np, t_np, cand_np = src.cpu().numpy(), t.cpu().numpy(), cand.cpu().numpy()
-        hist = torch.as_tensor(index.window(src_np, t_np, self.L), device=self.device)
+        if self.key_time:  # reconstruction: see README (time since each key event instead of positions)
+            window, times, _, valid = index.window_details(src_np, t_np, self.L)
+            key_dt = np.where(valid, t_np[:, None] - np.nan_to_num(times), 0.0)
+        else:
+            window = index.window(src_np, t_np, self.L)
+        hist = torch.as_tensor(window, device=self.device)
         out = {"hist_ids": hist}
         if self.use_elapsed:
             tau = torch.as_tensor(index.last_time(cand_np, t_np[:, None]), device=self.device)
@@ -309,10 +320,7 @@ class CRAFTModule(TemporalLinkModule):
         if self.use_repeat:
             out["repeat"] = repeat_counts(hist, cand).float()
         if self.key_time:
-            last = index.window_times(src_np, t_np, self.L) if hasattr(index, "window_times") else None
-            if last is None:
-                raise NotImplementedError("key_time needs TemporalIndex.window_times")
-            out["key_dt"] = (t[:, None].double() - torch.as_tensor(last, device=self.device)).float()
+            out["key_dt"] = torch.as_tensor(key_dt, dtype=torch.float32, device=self.device)
         dst_min = self.dst_min or 1
         out["hist"] = map_ids(hist, dst_min, self.id_space)
         out["cand"] = map_ids(cand, dst_min, self.id_space)
