@@ -100,9 +100,11 @@ def _ref_net(net: CRAFTNet, hist: Tensor, cand: Tensor, elapsed: Tensor, repeat:
     return (hdn @ lin2.weight.T + lin2.bias)[..., 0]
 
 
-def test_layer_matches_slow_reference() -> None:
-    """Catches a wrong attention scale (sqrt(d), not sqrt(d/h)), a missing key mask, tanh-GELU, swapped LN/residual."""
-    net = _net(heads=2)
+@pytest.mark.parametrize("kv_path", ["project", "fold"])
+def test_layer_matches_slow_reference(kv_path: str) -> None:
+    """Catches a wrong attention scale (sqrt(d), not sqrt(d/h)), a missing key mask, tanh-GELU, swapped LN/residual;
+    for both key/value paths (a fold that drops the value bias or misplaces Wk fails here)."""
+    net = _net(heads=2, kv_path=kv_path)
     with torch.no_grad():  # non-trivial LayerNorm affine parameters so that their placement matters
         for p in (net.layers[0].ln_a.weight, net.layers[0].ln_f.weight):
             p.uniform_(0.5, 1.5)
@@ -116,11 +118,12 @@ def test_layer_matches_slow_reference() -> None:
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("kv_path", ["project", "fold"])
 @pytest.mark.parametrize("num_layers", [1, 2])
-def test_network_matches_slow_reference(num_layers: int) -> None:
+def test_network_matches_slow_reference(num_layers: int, kv_path: str) -> None:
     """Catches positions on queries, separate LN0s, keys updated between layers, a wrong MLP or feature encoder."""
     torch.manual_seed(1)
-    net = CRAFTNet(ROWS, d=16, L=8, num_layers=num_layers, heads=4, use_repeat=True).eval()
+    net = CRAFTNet(ROWS, d=16, L=8, num_layers=num_layers, heads=4, use_repeat=True, kv_path=kv_path).eval()
     hist, cand, elapsed, repeat = _batch(seed=1)
     with torch.no_grad():
         torch.testing.assert_close(
@@ -152,7 +155,7 @@ def test_candidates_are_independent() -> None:
 def test_key_value_projections_see_b_l_d() -> None:
     """Catches keys expanded to (B*C, L, d) (or (B, C, L, d)) before the Wk/Wv projections: C-times the work."""
     torch.manual_seed(0)
-    net = CRAFTNet(ROWS, d=16, L=8, num_layers=2, heads=2).eval()
+    net = CRAFTNet(ROWS, d=16, L=8, num_layers=2, heads=2, kv_path="project").eval()
     b, c, length = 3, 5, 8
     hist, cand, elapsed, _ = _batch(b=b, c=c, length=length)
     seen: list[tuple[str, tuple[int, ...]]] = []
@@ -171,6 +174,30 @@ def test_key_value_projections_see_b_l_d() -> None:
         h.remove()
     assert sorted(t for t, _ in seen) == ["0.wk", "0.wv", "1.wk", "1.wv"]  # each called exactly once
     assert all(shape == (b, length, 16) for _, shape in seen), seen
+
+
+def test_folded_path_never_projects_keys_and_matches() -> None:
+    """The folded path (training, small C) calls no Wk/Wv module at all, and equals the projecting path, also in
+    training mode with dropout under the same RNG state (same masks, same order of random draws)."""
+    torch.manual_seed(0)
+    net = CRAFTNet(ROWS, d=16, L=8, num_layers=2, heads=2, kv_path="fold")
+    hist, cand, elapsed, _ = _batch(b=4, c=2, length=8)
+    calls = []
+    handles = [getattr(layer, n).register_forward_hook(lambda *a: calls.append(1)) for layer in net.layers
+               for n in ("wk", "wv")]  # fmt: skip
+    net.eval()
+    with torch.no_grad():
+        folded = net(hist, cand, elapsed)
+    assert calls == []
+    for handle in handles:
+        handle.remove()
+    for layer in net.layers:
+        layer.kv_path = "project"
+    with torch.no_grad():
+        torch.testing.assert_close(net(hist, cand, elapsed), folded, atol=1e-6, rtol=1e-5)
+    assert net.layers[0].use_fold(2, 20) is False  # explicit setting wins
+    net.layers[0].kv_path = "auto"
+    assert net.layers[0].use_fold(2, 20) and not net.layers[0].use_fold(101, 20)  # train folds, eval projects
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -455,6 +482,7 @@ def test_training_steps_reduce_bpr() -> None:
         assert float(net.emb.weight.grad[0].abs().max()) == 0.0  # padding row never trained
         with torch.no_grad():
             for p in net.parameters():
-                p -= 1e-2 * p.grad.sign()
+                if p.grad is not None:  # the key bias shifts every logit of a row equally: softmax ignores it
+                    p -= 1e-2 * p.grad.sign()
         losses.append(loss.item())
     assert losses[-1] < 0.5 * losses[0]

@@ -102,22 +102,37 @@ class ZooModule(LightningModule, ABC):
             return None
         size = self.batch_size_of(batch)
         loss = out["loss"]
+        logged = {}
         for key, term in self.extra_loss_terms.items():
-            value = term(self, batch, out)
-            self.log(f"train/{key}", value, batch_size=size)
+            logged[f"train/{key}"] = value = term(self, batch, out)
             loss = loss + value
-        for key, value in out.items():
-            if key != "loss" and isinstance(value, Tensor) and value.numel() == 1:
-                self.log(f"train/{key}", value, batch_size=size)
-        self.log("train/loss", loss, batch_size=size, prog_bar=True)
+        if self._logs_this_step():
+            for key, value in out.items():
+                if key != "loss" and isinstance(value, Tensor) and value.numel() == 1:
+                    logged[f"train/{key}"] = value
+            self.log_dict(logged, batch_size=size)
+            self.log("train/loss", loss, batch_size=size, prog_bar=True)
         return loss
+
+    def _logs_this_step(self) -> bool:
+        """Whether the loggers write this step (every ``log_every_n_steps``): ``self.log`` costs ~1 ms a call, so
+        per-step values are only handed over when they are written (per-step training metrics only)."""
+        connector = getattr(getattr(self, "_trainer", None), "_logger_connector", None)
+        return bool(getattr(connector, "should_update_logs", True))
 
     def configure_optimizers(self) -> Any:
         """Adam over the trainable parameters with the primitive ``lr`` and ``weight_decay``."""
         if not self.trainable:
             return None
         params = [p for p in self.parameters() if p.requires_grad]
-        return torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay)
+        # foreach: one fused update over all tensors (CPU's default per-tensor loop was ~2.5x slower here).
+        return torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay, foreach=True)
+
+    def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
+        """Skip Lightning's recursive walk over the batch when it already lives on the CPU device."""
+        if device.type == "cpu":
+            return batch
+        return super().transfer_batch_to_device(batch, device, dataloader_idx)
 
 
 def _checkpoint_class(checkpoint_path: str, base: type[ZooModule]) -> type[ZooModule]:

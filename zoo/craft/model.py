@@ -38,6 +38,7 @@ __all__ = [
 MASK_VALUE = -10000.0
 
 LNPlacement = Literal["official", "post", "pre"]
+KVPath = Literal["auto", "project", "fold"]
 IdSpace = Literal["dst_only", "all"]
 
 
@@ -59,6 +60,10 @@ class CRAFTLayer(nn.Module):
         attn_dropout: dropout on the attention weights.
         hidden_dropout: dropout on each sublayer's output.
         ffn_mult: FFN inner size as a multiple of ``d`` (4 in the official code).
+        kv_path: how keys/values meet the queries (same maths, different cost): ``project`` computes ``K0 Wk`` and
+            ``K0 Wv`` once as ``(B, L, d)``; ``fold`` moves ``Wk`` to the query side and ``Wv`` after the weighted sum
+            (``(q Wk_h) K0^T`` and ``(A K0) Wv_h^T``), which never builds a ``(B, L, d)`` projection and is cheaper
+            when ``C`` is small (training, C=2); ``auto`` picks the cheaper by multiply count.
     """
 
     def __init__(
@@ -69,13 +74,16 @@ class CRAFTLayer(nn.Module):
         attn_dropout: float = 0.1,
         hidden_dropout: float = 0.1,
         ffn_mult: int = 4,
+        kv_path: KVPath = "auto",
     ) -> None:
         super().__init__()
         if d % heads != 0:
             raise ValueError(f"CRAFTLayer: d={d} is not divisible by heads={heads}")
         if ln_placement not in ("official", "post", "pre"):
             raise ValueError(f"CRAFTLayer: ln_placement={ln_placement!r}, expected 'official', 'post' or 'pre'")
-        self.d, self.heads, self.ln_placement = d, heads, ln_placement
+        if kv_path not in ("auto", "project", "fold"):
+            raise ValueError(f"CRAFTLayer: kv_path={kv_path!r}, expected 'auto', 'project' or 'fold'")
+        self.d, self.heads, self.ln_placement, self.kv_path = d, heads, ln_placement, kv_path
         self.head_dim = d // heads
         self.attn_dropout = attn_dropout
         self.wq = nn.Linear(d, d)
@@ -103,12 +111,40 @@ class CRAFTLayer(nn.Module):
         h, dh = self.heads, self.head_dim
         p = self.attn_dropout if self.training else 0.0
         qh = self.wq(q).view(b, c, h, dh).transpose(1, 2)  # (B,h,C,dh)
+        if self.use_fold(c, kv.shape[1]):
+            return self.wo(self._folded(qh, kv, mask, p).transpose(1, 2).reshape(b, c, self.d))
         kh = self.wk(kv).view(b, -1, h, dh).transpose(1, 2)  # (B,h,L,dh): never (B*C, L, d)
         vh = self.wv(kv).view(b, -1, h, dh).transpose(1, 2)
         # softmax(q k^T / sqrt(dh) + mask) v with dropout on the attention weights. On one CPU thread SDPA tied a
         # hand-written softmax in training and was ~10-20% faster at C=101 (benchmarks/craft_net_speed.py).
         out = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask, dropout_p=p)
         return self.wo(out.transpose(1, 2).reshape(b, c, self.d))
+
+    def use_fold(self, c: int, length: int) -> bool:
+        """Whether ``C`` candidates against ``L`` keys take the folded path (multiply counts per query)."""
+        if self.kv_path != "auto":
+            return self.kv_path == "fold"
+        project = 2 * length * self.d * self.d + 2 * c * length * self.d
+        fold = 2 * c * self.d * self.d + 2 * c * self.heads * length * self.d
+        return fold < project
+
+    def _folded(self, qh: Tensor, kv: Tensor, mask: Tensor, p: float) -> Tensor:
+        """Attention with ``Wk``/``Wv`` folded around ``K0``: ``(B, h, C, dh)``, equal to the projecting path.
+
+        scores_h = (q_h Wk_h) K0^T (the key bias adds a constant per row, which softmax ignores);
+        out_h = (A_h K0) Wv_h^T + (sum_j A_h) b_v,h (dropout on A leaves row sums != 1, hence the explicit sum).
+        """
+        h, dh, d = self.heads, self.head_dim, self.d
+        wk = self.wk.weight.view(h, dh, d)
+        wv = self.wv.weight.view(h, dh, d)
+        b, _, c, _ = qh.shape
+        qk = torch.einsum("bhce,hed->bhcd", qh, wk)  # (B,h,C,d): queries moved into K0's space
+        # Heads ride along with the candidates, (B, h*C, .), so K0 is read in place, never copied per head.
+        scores = torch.bmm(qk.reshape(b, h * c, d), kv.transpose(1, 2)).view(b, h, c, -1) / (dh**0.5) + mask
+        attn = F.dropout(torch.softmax(scores, dim=-1), p, self.training)  # (B,h,C,L)
+        ak = torch.bmm(attn.reshape(b, h * c, -1), kv).view(b, h, c, d)
+        out = torch.einsum("bhcd,hed->bhce", ak, wv)
+        return out + attn.sum(-1, keepdim=True) * self.wv.bias.view(1, h, 1, dh)
 
     def ffn(self, q: Tensor) -> Tensor:
         """Position-wise feed-forward sublayer ``W2 GELU_erf(W1 q)`` (before dropout, LayerNorm and residual)."""
@@ -181,6 +217,8 @@ class CRAFTNet(nn.Module):
         emb_dropout: dropout on ``K0`` and ``Q`` after ``LN0``.
         attn_dropout: dropout on the attention weights.
         hidden_dropout: dropout on sublayer outputs, the scalar features and inside the MLP.
+        kv_path: ``auto`` | ``project`` | ``fold``: how each layer applies Wk/Wv to ``K0`` (see :class:`CRAFTLayer`;
+            same maths, ``auto`` takes the cheaper).
     """
 
     def __init__(
@@ -199,6 +237,7 @@ class CRAFTNet(nn.Module):
         emb_dropout: float = 0.1,
         attn_dropout: float = 0.1,
         hidden_dropout: float = 0.1,
+        kv_path: KVPath = "auto",
     ) -> None:
         super().__init__()
         if num_embeddings < 2:
@@ -215,7 +254,7 @@ class CRAFTNet(nn.Module):
         self.ln0 = nn.LayerNorm(d, eps=1e-12)
         self.emb_drop = nn.Dropout(emb_dropout)
         self.layers = nn.ModuleList(
-            CRAFTLayer(d, heads, ln_placement, attn_dropout, hidden_dropout) for _ in range(num_layers)
+            CRAFTLayer(d, heads, ln_placement, attn_dropout, hidden_dropout, kv_path=kv_path) for _ in range(num_layers)
         )
         self.elapsed_enc = ScalarFeature(d, hidden_dropout) if use_elapsed else None
         self.repeat_enc = ScalarFeature(d, hidden_dropout) if use_repeat else None
