@@ -115,8 +115,9 @@ class ZooModule(LightningModule, ABC):
         return loss
 
     def _logs_this_step(self) -> bool:
-        """Whether the loggers write this step (every ``log_every_n_steps``): ``self.log`` costs ~1 ms a call, so
-        per-step values are only handed over when they are written (per-step training metrics only).
+        """Whether the loggers write this step (every ``log_every_n_steps``).
+
+        ``self.log`` costs about 1 ms a call, so per-step training values are handed over only when written.
         """
         connector = getattr(getattr(self, "_trainer", None), "_logger_connector", None)
         return bool(getattr(connector, "should_update_logs", True))
