@@ -78,3 +78,41 @@ def test_impossible_config_names_the_flag() -> None:
     with pytest.raises(ValueError, match="model.init_args.d"):
         main(["--model=CRAFTModule", "--data=TemporalLinkDataModule", *QUIET, *TINY_DATA,
               "--model.init_args.d=15", "--model.init_args.heads=2"], run=False)  # fmt: skip
+
+
+def test_reproduce_all_writes_report_index(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`zoo reproduce --all` runs every registered method and indexes them in REPORT.md (exit = worst code)."""
+    import zoo.core.reproduce as rep
+
+    calls = []
+    monkeypatch.setattr(rep, "reproduce", lambda slug, quick, seeds, out: calls.append((slug, quick, seeds)) or 1)
+    assert main(["reproduce", "--all", "--quick", "--out", str(tmp_path)]) == 1
+    assert calls == [(slug, True, None) for slug in METHODS]
+    report = (tmp_path / "REPORT.md").read_text()
+    assert all(f"[{slug}.md]" in report for slug in METHODS) and "a claim fails" in report
+
+
+def test_reproduce_writes_json_with_claims(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The JSON has slug, seconds, metrics and claims with name/holds/value/threshold/detail; a failing claim
+    gives exit code 1 and an erroring protocol exit code 2."""
+    import types
+
+    import zoo.core.reproduce as rep
+
+    def fake_run(seeds, quick, out, progress):
+        progress("running")
+        return rep.Report(claims=[rep.Claim("ok", 1.0, ">=", 0.5, "d"), rep.Claim("bad", 0.1, "in", [0.2, 0.3])],
+                          metrics={"x": 1.0}, table="| t |")  # fmt: skip
+
+    monkeypatch.setitem(sys.modules, "zoo.craft.reproduce", types.SimpleNamespace(run=fake_run))
+    assert main(["reproduce", "craft", "--out", str(tmp_path)]) == 1
+    blob = json.loads((tmp_path / "craft.json").read_text())
+    assert blob["slug"] == "craft" and blob["metrics"] == {"x": 1.0} and blob["seconds"] >= 0
+    assert [(c["name"], c["holds"]) for c in blob["claims"]] == [("ok", True), ("bad", False)]
+    assert {"name", "holds", "value", "threshold", "detail"} <= blob["claims"][0].keys()
+
+    def broken(**kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setitem(sys.modules, "zoo.craft.reproduce", types.SimpleNamespace(run=broken))
+    assert main(["reproduce", "craft", "--out", str(tmp_path)]) == 2
