@@ -482,7 +482,27 @@ def test_training_steps_reduce_bpr() -> None:
         assert float(net.emb.weight.grad[0].abs().max()) == 0.0  # padding row never trained
         with torch.no_grad():
             for p in net.parameters():
-                if p.grad is not None:  # the key bias shifts every logit of a row equally: softmax ignores it
-                    p -= 1e-2 * p.grad.sign()
+                p -= 1e-2 * p.grad.sign()
         losses.append(loss.item())
     assert losses[-1] < 0.5 * losses[0]
+
+
+def test_fast_dropout_is_inverted_bernoulli_and_seeded() -> None:
+    """FastDropout keeps each element with probability 1-p scaled by 1/(1-p), passes gradients through the same
+    mask, is the identity in eval mode, and is fixed by torch.manual_seed (catches an unscaled or unseeded mask)."""
+    from zoo.craft.model import FastDropout
+
+    drop = FastDropout(0.1, min_numel=1)
+    x = torch.ones(200, 20, 64, requires_grad=True)
+    torch.manual_seed(3)
+    y = drop(x)
+    kept = y != 0
+    assert abs(float(kept.float().mean()) - 0.9) < 0.005
+    torch.testing.assert_close(y[kept], torch.full_like(y[kept], 1 / 0.9))
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, y.detach())
+    torch.manual_seed(3)
+    torch.testing.assert_close(drop(x), y)
+    assert not torch.equal(drop(x), y)  # the next call draws a fresh mask
+    drop.eval()
+    assert torch.equal(drop(x), x)

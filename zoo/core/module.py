@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, ClassVar, Literal
@@ -13,6 +14,9 @@ from lightning.pytorch import LightningModule
 from torch import Tensor
 
 from zoo.core.pretrained import load_pretrained
+
+# ZooModule overrides transfer_batch_to_device only to skip the CPU walk; Lightning's notice about it is noise.
+warnings.filterwarnings("ignore", message=r"You have overridden `transfer_batch_to_device`")
 
 #: An extra objective term added by a callback: ``term(module, batch, out) -> scalar``.
 LossTerm = Callable[["ZooModule", Any, dict[str, Tensor]], Tensor]

@@ -241,6 +241,8 @@ class CRAFTModule(TemporalLinkModule):
         attn_dropout: dropout on attention weights.
         hidden_dropout: dropout in FFN, scorer and features.
         elapsed_sentinel: Δ fed for a candidate with no earlier interaction (official −100000).
+        kv_path: ``auto`` | ``project`` | ``fold``: how Wk/Wv meet the key window (same maths; ``auto`` folds them
+            around K0 for few candidates, as in training, and projects K0 once for many, as in evaluation).
         id_space: ``auto`` = ``dst_only`` iff the data is bipartite (sources get no embedding), or ``all``.
         loss: ``bpr`` (official) or ``bce`` (ablation).
         lr: Adam learning rate (official 1e-4; the CPU reproduction uses 1e-3).
@@ -269,6 +271,7 @@ class CRAFTModule(TemporalLinkModule):
         attn_dropout: float = 0.1,
         hidden_dropout: float = 0.1,
         elapsed_sentinel: float = -100000.0,
+        kv_path: Literal["auto", "project", "fold"] = "auto",
         id_space: Literal["auto", "dst_only", "all"] = "auto",
         loss: Literal["bpr", "bce"] = "bpr",
         lr: float = 1e-4,
@@ -291,7 +294,7 @@ class CRAFTModule(TemporalLinkModule):
             "d": d, "L": L, "num_layers": num_layers, "heads": heads, "use_pos": use_pos, "use_elapsed": use_elapsed,
             "use_repeat": use_repeat, "num_output_layer": num_output_layer, "ln_placement": ln_placement,
             "key_time": key_time, "emb_dropout": emb_dropout, "attn_dropout": attn_dropout,
-            "hidden_dropout": hidden_dropout,
+            "hidden_dropout": hidden_dropout, "kv_path": kv_path,
         }  # fmt: skip
         super().__init__(
             num_nodes=num_nodes, dst_min=dst_min, ap_reduction=ap_reduction, lr=lr, weight_decay=weight_decay,
