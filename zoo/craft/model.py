@@ -138,9 +138,9 @@ class CRAFTLayer(nn.Module):
         b, c, _ = q.shape
         h, dh = self.heads, self.head_dim
         p = self.attn_dropout if self.training else 0.0
-        qh = self.wq(q).view(b, c, h, dh).transpose(1, 2)  # (B,h,C,dh)
         if self.use_fold(c, kv.shape[1]):
-            return self.wo(self._folded(qh, kv, mask, p).transpose(1, 2).reshape(b, c, self.d))
+            return self._folded(q, kv, mask, p)
+        qh = self.wq(q).view(b, c, h, dh).transpose(1, 2)  # (B,h,C,dh)
         kh = self.wk(kv).view(b, -1, h, dh).transpose(1, 2)  # (B,h,L,dh): never (B*C, L, d)
         vh = self.wv(kv).view(b, -1, h, dh).transpose(1, 2)
         # softmax(q k^T / sqrt(dh) + mask) v with dropout on the attention weights. On one CPU thread SDPA tied a
@@ -156,26 +156,33 @@ class CRAFTLayer(nn.Module):
         fold = 2 * c * self.d * self.d + 2 * c * self.heads * length * self.d
         return fold < project
 
-    def _folded(self, qh: Tensor, kv: Tensor, mask: Tensor, p: float) -> Tensor:
-        """Attention with ``Wk``/``Wv`` folded around ``K0``: ``(B, h, C, dh)``, equal to the projecting path.
+    def _folded(self, q: Tensor, kv: Tensor, mask: Tensor, p: float) -> Tensor:
+        """The attention sublayer with every projection folded around ``K0``: ``(B, C, d)``, equal to the other path.
 
-        scores_h = (q_h Wk_h) K0^T + q_h b_k,h (the key bias is a constant per row);
-        out_h = (A_h K0) Wv_h^T + (sum_j A_h) b_v,h (dropout on A leaves row sums != 1, hence the explicit sum).
+        Per head h (``Wq_h, Wk_h, Wv_h`` the head's rows, ``Wo_h`` its columns):
+        scores_h = (Q Wq_h^T + bq_h) Wk_h K0^T + (Q Wq_h^T + bq_h) . bk_h, so one ``Q @ [Wq_h^T Wk_h]_h`` GEMM gives
+        every head's query in K0's space (the key bias is a per-row constant, kept so every parameter is used);
+        out = sum_h (A_h K0) Wv_h^T Wo_h^T + (sum_j A_h) bv_h Wo_h^T + bo, one GEMM over ``[A_h K0]_h``; the explicit
+        row sums matter because dropout on A leaves them != 1. No (B, L, d) tensor is projected or copied.
         """
-        h, dh, d = self.heads, self.head_dim, self.d
-        wk = self.wk.weight.view(h, dh, d)
-        wv = self.wv.weight.view(h, dh, d)
-        b, _, c, _ = qh.shape
-        qk = torch.einsum("bhce,hed->bhcd", qh, wk)  # (B,h,C,d): queries moved into K0's space
-        # Heads ride along with the candidates, (B, h*C, .), so K0 is read in place, never copied per head.
-        scores = torch.bmm(qk.reshape(b, h * c, d), kv.transpose(1, 2)).view(b, h, c, -1)
-        # The key bias adds q_h . b_k to a whole row: softmax ignores it, but it is kept so that every parameter
-        # takes part in the loss (DDP refuses unused parameters) and both paths round alike.
-        scores = (scores + (qh * self.wk.bias.view(1, h, 1, dh)).sum(-1, keepdim=True)) / (dh**0.5) + mask
-        attn = F.dropout(torch.softmax(scores, dim=-1), p, self.training)  # (B,h,C,L)
-        ak = torch.bmm(attn.reshape(b, h * c, -1), kv).view(b, h, c, d)
-        out = torch.einsum("bhcd,hed->bhce", ak, wv)
-        return out + attn.sum(-1, keepdim=True) * self.wv.bias.view(1, h, 1, dh)
+        b, c, d = q.shape
+        h, dh = self.heads, self.head_dim
+        wq, bq = self.wq.weight.view(h, dh, d), self.wq.bias.view(h, dh)
+        wk, bk = self.wk.weight.view(h, dh, d), self.wk.bias.view(h, dh)
+        wv, bv = self.wv.weight.view(h, dh, d), self.wv.bias.view(h, dh)
+        wo = self.wo.weight.view(d, h, dh)
+        to_key = torch.einsum("hed,hef->dhf", wq, wk).reshape(d, h * d)  # [Wq_h^T Wk_h]_h
+        key_bias = torch.einsum("hed,he->dh", wq, bk)  # [Wq_h^T bk_h]_h
+        qk = torch.addmm(torch.einsum("he,hef->hf", bq, wk).reshape(-1), q.reshape(b * c, d), to_key)
+        const = q.reshape(b * c, d) @ key_bias + (bq * bk).sum(-1)  # (B*C, h): q_h . bk_h
+        scores = torch.bmm(qk.view(b, c * h, d), kv.transpose(1, 2)) + const.view(b, c * h, 1)
+        scores = scores / (dh**0.5) + mask.view(b, 1, -1)  # rows ordered (candidate, head)
+        attn = F.dropout(torch.softmax(scores, dim=-1), p, self.training)  # (B, C*h, L)
+        ak = torch.bmm(attn, kv).view(b * c, h * d)  # [A_h K0]_h
+        from_value = torch.einsum("hed,fhe->hdf", wv, wo).reshape(h * d, d)  # [Wv_h^T Wo_h^T]_h
+        value_bias = torch.einsum("he,fhe->hf", bv, wo)  # [bv_h Wo_h^T]_h
+        out = torch.addmm(self.wo.bias, ak, from_value) + attn.sum(-1).view(b * c, h) @ value_bias
+        return out.view(b, c, d)
 
     def ffn(self, q: Tensor) -> Tensor:
         """Position-wise feed-forward sublayer ``W2 GELU_erf(W1 q)`` (before dropout, LayerNorm and residual)."""
