@@ -223,3 +223,10 @@ def test_key_time_ablation_runs(hand_stream: TemporalLinkDataModule) -> None:
     assert x["key_dt"][0, :6].tolist() == [7.0, 6.0, 5.0, 4.0, 2.0, 1.0] and x["key_dt"][0, 6:].tolist() == [0, 0]
     scores, _ = model.forward_scores(torch.tensor([2]), torch.tensor([[3, 5]]), torch.tensor([8.0]).double(), "test")
     assert torch.isfinite(scores).all()
+
+
+def test_model_smaller_than_the_data_is_refused() -> None:
+    dm = TemporalLinkDataModule(**TINY)
+    model = CRAFTModule(num_nodes=10, dst_min=2, d=16, L=8, num_layers=1)
+    with pytest.raises(ValueError, match="num_nodes=10"):
+        _trainer().test(model, datamodule=dm, verbose=False)

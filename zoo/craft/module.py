@@ -112,6 +112,11 @@ class TemporalLinkModule(ZooModule):
         dm = self.datamodule
         require(dm, "stream", type(self).__name__)
         require(dm, "query_index", type(self).__name__)
+        if dm.num_nodes > self.num_nodes:
+            raise ValueError(
+                f"{type(self).__name__} was built for num_nodes={self.num_nodes} but the data has {dm.num_nodes} "
+                "node ids (a checkpoint from other data?); fine-tune with --model.init_args.pretrained instead"
+            )
         if self.requires_chronological and stage == "fit" and getattr(dm, "shuffle", False):
             raise ValueError(
                 f"{type(self).__name__} keeps a memory and requires a chronological training loader: "
