@@ -110,6 +110,8 @@ def test_layer_matches_slow_reference(kv_path: str) -> None:
             p.uniform_(0.5, 1.5)
         for p in (net.layers[0].ln_a.bias, net.layers[0].ln_f.bias):
             p.normal_(0.0, 0.1)
+        for lin in ("wq", "wk", "wv", "wo"):  # non-zero biases: the folded path carries each one differently
+            getattr(net.layers[0], lin).bias.normal_(0.0, 0.5)
     hist, cand, _, _ = _batch()
     with torch.no_grad():
         kv, q = net.encode_keys(hist), net.encode_queries(cand)
