@@ -25,8 +25,7 @@ QUIET = ["--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.enable_p
 
 
 def measure(config: str, epochs: int) -> tuple[float, float]:
-    cli = main(["-c", str(CONFIGS / config), *QUIET, f"--trainer.max_epochs={epochs}",
-                "--model.init_args.L=20" if "craft" in config else "--seed_everything=0"], run=False)  # fmt: skip
+    cli = main(["-c", str(CONFIGS / config), *QUIET, f"--trainer.max_epochs={epochs}"], run=False)
     cli.trainer.fit(cli.model, datamodule=cli.datamodule)
     train = float(cli.trainer.callback_metrics["perf/train_events_per_s"])
     cli.trainer.test(cli.model, datamodule=cli.datamodule, verbose=False)

@@ -89,9 +89,10 @@ class CRAFTLayer(nn.Module):
         hidden_dropout: dropout on each sublayer's output.
         ffn_mult: FFN inner size as a multiple of ``d`` (4 in the official code).
         kv_path: how keys/values meet the queries (same maths, different cost): ``project`` computes ``K0 Wk`` and
-            ``K0 Wv`` once as ``(B, L, d)``; ``fold`` moves ``Wk`` to the query side and ``Wv`` after the weighted sum
-            (``(q Wk_h) K0^T`` and ``(A K0) Wv_h^T``), which never builds a ``(B, L, d)`` projection and is cheaper
-            when ``C`` is small (training, C=2); ``auto`` picks the cheaper by multiply count.
+            ``K0 Wv`` once as ``(B, L, d)``; ``fold`` multiplies the weights together instead (``Wq_h^T Wk_h`` on the
+            query side, ``Wv_h^T Wo_h^T`` after the weighted sum, see :meth:`_folded`), which never builds a
+            ``(B, L, d)`` projection and is cheaper when ``C`` is small (training, C=2); ``auto`` picks the cheaper
+            by multiply count.
     """
 
     def __init__(
