@@ -56,7 +56,7 @@ def main() -> None:
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(0)
     net = CRAFTNet(NUM_ROWS, d=D, L=L, num_layers=N, heads=H, use_repeat=args.repeat)
-    opt = torch.optim.Adam(net.parameters(), lr=1e-3, foreach=True)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3, fused=True)
     train_batches = [make_batch(2, gen) for _ in range(8)]
     eval_batches = [make_batch(101, gen) for _ in range(4)]
 

@@ -27,10 +27,20 @@ class ZooCLI(LightningCLI):
         parser.link_arguments("data.num_classes", "model.init_args.num_classes", apply_on="instantiate")
         parser.link_arguments("data.num_nodes", "model.init_args.num_nodes", apply_on="instantiate")
         parser.link_arguments("data.dst_min", "model.init_args.dst_min", apply_on="instantiate")
+        parser.add_argument(
+            "--threads",
+            type=int | None,
+            default=None,
+            help="torch intra-op threads (None: torch's default). Tiny models on 2 cores ran about 6x faster with 1.",
+        )
 
     def before_instantiate_classes(self) -> None:
-        """Drop progress bars listed in the config when ``enable_progress_bar`` is false (else Lightning raises)."""
+        """Apply ``--threads``; drop progress bars listed in the config when ``enable_progress_bar`` is false."""
         config = self.config.get(self.subcommand) if self.subcommand else self.config
+        if config is not None and config.get("threads") is not None:
+            import torch
+
+            torch.set_num_threads(int(config["threads"]))
         trainer = config.get("trainer") if config is not None else None
         if trainer is None or trainer.get("enable_progress_bar", True) is not False:
             return

@@ -489,6 +489,42 @@ def test_training_steps_reduce_bpr() -> None:
     assert losses[-1] < 0.5 * losses[0]
 
 
+def test_folded_core_backward_matches_autograd() -> None:
+    """The hand-written backward of the folded attention core equals autograd's (gradcheck in float64, with and
+    without a dropout mask); catches a missing K0 term (dS^T Qk or A^T dO), a softmax backward without the row
+    correction, or a dropout mask applied on one side only."""
+    from zoo.craft.model import _FoldedCore
+
+    g = torch.Generator().manual_seed(0)
+    qk = torch.randn(3, 4, 5, dtype=torch.float64, generator=g, requires_grad=True)
+    kv = torch.randn(3, 6, 5, dtype=torch.float64, generator=g, requires_grad=True)
+    bias = torch.randn(3, 4, 6, dtype=torch.float64, generator=g, requires_grad=True)
+    drop = (torch.rand(3, 4, 6, dtype=torch.float64, generator=g) > 0.3).double() / 0.7
+    for mask in (None, drop):
+        assert torch.autograd.gradcheck(lambda a, b, c, m=mask: _FoldedCore.apply(a, b, c, m), (qk, kv, bias))
+        attn = torch.softmax(qk @ kv.transpose(1, 2) + bias, -1) * (1 if mask is None else mask)
+        out, rowsum = _FoldedCore.apply(qk, kv, bias, mask)
+        torch.testing.assert_close(out, attn @ kv)
+        torch.testing.assert_close(rowsum, attn.sum(-1))
+
+
+def test_keep_mask_rate_scale_and_seeding() -> None:
+    """keep_mask keeps 1-p of the entries at 1/(1-p) and zeros the rest, is fixed by torch.manual_seed, and draws a
+    fresh mask on the next call (catches an unscaled mask, an inverted threshold or a generator not seeded by torch)."""
+    from zoo.craft.model import keep_mask
+
+    torch.manual_seed(5)
+    a = keep_mask((400, 1000), 0.3)
+    kept = a != 0
+    assert abs(float(kept.double().mean()) - 0.7) < 0.003  # 4e5 draws: 5 standard errors
+    torch.testing.assert_close(a[kept], torch.full_like(a[kept], 1 / 0.7))
+    torch.manual_seed(5)
+    assert torch.equal(keep_mask((400, 1000), 0.3), a)
+    assert not torch.equal(keep_mask((400, 1000), 0.3), a)
+    assert keep_mask((3, 7), 0.1, torch.float64).dtype == torch.float64
+    assert keep_mask((5,), 0.0).eq(1.0).all()
+
+
 def test_fast_dropout_is_inverted_bernoulli_and_seeded() -> None:
     """FastDropout keeps each element with probability 1-p scaled by 1/(1-p), passes gradients through the same
     mask, is the identity in eval mode, and is fixed by torch.manual_seed (catches an unscaled or unseeded mask)."""

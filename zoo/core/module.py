@@ -131,8 +131,11 @@ class ZooModule(LightningModule, ABC):
         if not self.trainable:
             return None
         params = [p for p in self.parameters() if p.requires_grad]
-        # foreach: one fused update over all tensors (CPU's default per-tensor loop was ~2.5x slower here).
-        return torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay, foreach=True)
+        # One fused kernel over all tensors on CPU/CUDA: on one CPU thread, CRAFT's 146k parameters took 0.39 ms per
+        # step fused, 1.12 ms with foreach and 2.09 ms with the default per-tensor loop.
+        fused = all(p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in params)
+        kind = {"fused": True} if fused else {"foreach": True}
+        return torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay, **kind)
 
     def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
         """Skip Lightning's recursive walk over the batch when it already lives on the CPU device."""

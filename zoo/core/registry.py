@@ -11,6 +11,13 @@ METHODS: dict[str, dict[str, str]] = {
         "status": "implemented",  # reproduce: 17/17 claims; speed target vs TGN open (issue #2)
         "config": "configs/craft/default.yaml",
     },
+    "uam": {
+        "module": "zoo.uam.module.UnlearnClassifierModule",
+        "datamodule": "datamodules.unlearning.UnlearningDataModule",
+        "paper": "Unlearning-Aware Minimization (NeurIPS 2025)",
+        "status": "in progress",  # classifier side + callback; LM side open (issue #3)
+        "config": "configs/uam/default.yaml",
+    },
 }
 
 #: Short class name -> full class path, so ``--model CRAFTModule`` works without importing every method up front.
@@ -20,4 +27,7 @@ CLASSES: dict[str, str] = {
     "TGNModule": "zoo.craft.module.TGNModule",
     "OracleModule": "zoo.craft.module.OracleModule",
     "TemporalLinkDataModule": "datamodules.temporal_link.TemporalLinkDataModule",
+    "UnlearnClassifierModule": "zoo.uam.module.UnlearnClassifierModule",
+    "UnlearningDataModule": "datamodules.unlearning.UnlearningDataModule",
+    "UnlearningCallback": "callbacks.unlearning.UnlearningCallback",
 }

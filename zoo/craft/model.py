@@ -15,6 +15,8 @@ parameters, the count in the official training log.
 
 from __future__ import annotations
 
+import functools
+import math
 from typing import Any, Literal
 
 import numpy as np
@@ -31,6 +33,7 @@ __all__ = [
     "bce_loss",
     "bpr_loss",
     "elapsed_feature",
+    "keep_mask",
     "map_ids",
     "num_embeddings_for",
     "repeat_counts",
@@ -44,16 +47,52 @@ KVPath = Literal["auto", "project", "fold"]
 IdSpace = Literal["dst_only", "all"]
 
 
-class FastDropout(nn.Dropout):
-    """Inverted dropout whose Bernoulli mask comes from numpy's PCG64 for large tensors (same distribution).
+_MASK_BITS = np.random.PCG64(0)  # reseeded from torch's generator on every draw (see keep_mask)
+_MASK_STATE = _MASK_BITS.state
 
-    On one CPU thread torch's mt19937 ``bernoulli_`` took about 2.5 ms for the (200, 20, 64) key window, roughly a
-    tenth of a CRAFT training step; PCG64 draws the same float32 uniforms in about 0.7 ms. The generator is seeded per
-    call from torch's global generator, so ``torch.manual_seed`` / ``seed_everything`` still fix every mask.
-    Tensors under ``min_numel`` elements use ``F.dropout``.
+
+def keep_mask(shape: tuple[int, ...], p: float, dtype: torch.dtype = torch.float32) -> Tensor:
+    """Inverted-dropout multiplier: ``1/(1-p)`` with probability ``1-p``, else 0, as a CPU tensor of ``shape``.
+
+    The bits come from numpy's PCG64 (32 raw bits per element, kept iff ``bits >= round(p * 2**32)``, so the keep
+    probability is ``1-p`` to within ``2**-32``); its 128-bit state is set per call from two draws of torch's global
+    generator, so ``torch.manual_seed`` / ``seed_everything`` fix every mask. On one CPU thread this is about four
+    times faster than torch's mt19937 ``bernoulli_`` (``F.dropout``), which took about a tenth of a CRAFT training
+    step (``benchmarks/craft_net_speed.py``).
+
+    Args:
+        shape: mask shape.
+        p: drop probability in ``[0, 1)``.
+        dtype: floating dtype of the returned mask.
+
+    Returns:
+        The mask tensor.
+    """
+    seed = torch.randint(0, 2**62, (2,)).tolist()
+    _MASK_STATE["state"]["state"] = (seed[0] << 64) | seed[1]
+    _MASK_STATE["has_uint32"] = 0
+    _MASK_BITS.state = _MASK_STATE
+    n = math.prod(shape)
+    bits = _MASK_BITS.random_raw((n + 1) // 2).view(np.uint32)[:n]
+    mask = torch.from_numpy((bits >= _threshold(p)) * np.float32(1.0 / (1.0 - p))).view(shape)
+    return mask if dtype == torch.float32 else mask.to(dtype)
+
+
+@functools.lru_cache(maxsize=64)
+def _threshold(p: float) -> np.uint32:
+    """32-bit cut of :func:`keep_mask`: raw bits ``>=`` it are kept (probability ``1 - p`` within ``2**-32``)."""
+    return np.uint32(min(round(p * 2**32), 2**32 - 1))
+
+
+class FastDropout(nn.Dropout):
+    """Inverted dropout whose mask comes from :func:`keep_mask` (numpy PCG64; the same distribution as torch's).
+
+    Used for every dropout of :class:`CRAFTNet` on CPU: torch's ``bernoulli_`` costs about 10 ns per element on
+    one thread, :func:`keep_mask` about 2. Tensors under ``min_numel`` elements and non-CPU tensors use
+    ``F.dropout``.
     """
 
-    def __init__(self, p: float = 0.1, min_numel: int = 65536) -> None:
+    def __init__(self, p: float = 0.1, min_numel: int = 1024) -> None:
         super().__init__(p)
         self.min_numel = min_numel
 
@@ -63,11 +102,41 @@ class FastDropout(nn.Dropout):
             return super().forward(x)
         if self.p == 1.0:
             return x * 0.0
-        seed = int(torch.randint(0, 2**62, (1,)))
-        uniform = np.random.default_rng(seed).random(x.shape, dtype=np.float32)
-        scale = np.float32(1.0 / (1.0 - self.p))
-        mask = torch.from_numpy(np.where(uniform >= np.float32(self.p), scale, np.float32(0.0)))
-        return x * mask.to(x.dtype)
+        return x * keep_mask(tuple(x.shape), self.p, x.dtype)
+
+
+class _FoldedCore(torch.autograd.Function):
+    """Folded attention core with a hand-written backward: returns ``(A K0, rowsum(A))``, ``A = Drop(softmax(S))``.
+
+    ``S = Qk K0^T + bias`` (scale and key mask already in ``Qk`` and ``bias``).
+    Autograd's generic backward for the two batched products runs four (B, small, small) ``bmm`` calls, two of them
+    with an inner dimension of ``C*h`` (4 in training) and a transposed result accumulated into ``K0``'s gradient
+    with a strided add; here the two ``K0`` gradient terms are one ``bmm`` over the concatenated ``[dS ; A]`` and
+    ``[Qk ; dO]`` (inner dimension ``2*C*h``), written contiguous. ``tests/craft/test_model.py`` checks it with
+    ``gradcheck`` against autograd.
+    """
+
+    @staticmethod
+    def forward(  # noqa: D102 -- see the class docstring
+        ctx: Any, qk: Tensor, kv: Tensor, bias: Tensor, mask: Tensor | None
+    ) -> tuple[Tensor, Tensor]:
+        attn = torch.softmax(torch.baddbmm(bias, qk, kv.transpose(1, 2)), dim=-1)  # (B, R, L)
+        dropped = attn if mask is None else attn * mask
+        ctx.save_for_backward(qk, kv, attn, dropped, mask)
+        return torch.bmm(dropped, kv), dropped.sum(-1)
+
+    @staticmethod
+    def backward(  # noqa: D102 -- see the class docstring
+        ctx: Any, grad_out: Tensor, grad_sum: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor, None]:
+        qk, kv, attn, dropped, mask = ctx.saved_tensors
+        grad_dropped = torch.baddbmm(grad_sum.unsqueeze(-1), grad_out, kv.transpose(1, 2))
+        grad_attn = grad_dropped if mask is None else grad_dropped * mask
+        grad_scores = attn * (grad_attn - (grad_attn * attn).sum(-1, keepdim=True))  # softmax backward
+        grad_qk = torch.bmm(grad_scores, kv)
+        left = torch.cat([grad_scores, dropped], dim=1).transpose(1, 2)  # (B, L, 2R)
+        grad_kv = torch.bmm(left, torch.cat([qk, grad_out], dim=1))  # dS^T Qk + A^T dO in one product
+        return grad_qk, grad_kv, grad_scores, None
 
 
 class CRAFTLayer(nn.Module):
@@ -123,7 +192,7 @@ class CRAFTLayer(nn.Module):
         self.w2 = nn.Linear(ffn_mult * d, d)
         self.ln_a = nn.LayerNorm(d, eps=1e-12)
         self.ln_f = nn.LayerNorm(d, eps=1e-12)
-        self.drop = nn.Dropout(hidden_dropout)
+        self.drop = FastDropout(hidden_dropout)
 
     def attention(self, q: Tensor, kv: Tensor, mask: Tensor) -> Tensor:
         """Multi-head cross-attention sublayer (before dropout, LayerNorm and residual).
@@ -174,15 +243,18 @@ class CRAFTLayer(nn.Module):
         wo = self.wo.weight.view(d, h, dh)
         to_key = torch.einsum("hed,hef->dhf", wq, wk).reshape(d, h * d)  # [Wq_h^T Wk_h]_h
         key_bias = torch.einsum("hed,he->dh", wq, bk)  # [Wq_h^T bk_h]_h
-        qk = torch.addmm(torch.einsum("he,hef->hf", bq, wk).reshape(-1), q.reshape(b * c, d), to_key)
-        const = q.reshape(b * c, d) @ key_bias + (bq * bk).sum(-1)  # (B*C, h): q_h . bk_h
-        scores = torch.bmm(qk.view(b, c * h, d), kv.transpose(1, 2)) + const.view(b, c * h, 1)
-        scores = scores / (dh**0.5) + mask.view(b, 1, -1)  # rows ordered (candidate, head)
-        attn = F.dropout(torch.softmax(scores, dim=-1), p, self.training)  # (B, C*h, L)
-        ak = torch.bmm(attn, kv).view(b * c, h * d)  # [A_h K0]_h
+        scale = dh**-0.5
+        flat = q.reshape(b * c, d)
+        qk = torch.addmm(torch.einsum("he,hef->hf", bq, wk).reshape(-1), flat, to_key, alpha=scale, beta=scale)
+        const = torch.addmm((bq * bk).sum(-1), flat, key_bias, alpha=scale, beta=scale)  # (B*C, h): q_h . bk_h
+        bias = const.view(b, c * h, 1) + mask.view(b, 1, -1)  # rows ordered (candidate, head)
+        drop = keep_mask((b, c * h, kv.shape[1]), p, q.dtype) if p > 0.0 and q.device.type == "cpu" else None
+        if p > 0.0 and drop is None:
+            drop = F.dropout(torch.ones_like(bias.expand(-1, -1, kv.shape[1])), p)
+        ak, rowsum = _FoldedCore.apply(qk.view(b, c * h, d), kv, bias, drop)  # (B, C*h, d), (B, C*h)
         from_value = torch.einsum("hed,fhe->hdf", wv, wo).reshape(h * d, d)  # [Wv_h^T Wo_h^T]_h
         value_bias = torch.einsum("he,fhe->hf", bv, wo)  # [bv_h Wo_h^T]_h
-        out = torch.addmm(self.wo.bias, ak, from_value) + attn.sum(-1).view(b * c, h) @ value_bias
+        out = torch.addmm(self.wo.bias, ak.reshape(b * c, h * d), from_value) + rowsum.view(b * c, h) @ value_bias
         return out.view(b, c, d)
 
     def ffn(self, q: Tensor) -> Tensor:
@@ -222,7 +294,7 @@ class ScalarFeature(nn.Module):
         super().__init__()
         self.lin = nn.Linear(1, d)
         self.ln = nn.LayerNorm(d, eps=1e-12)
-        self.drop = nn.Dropout(dropout)
+        self.drop = FastDropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
         """Encode ``x`` ``(B, C)`` into ``(B, C, d)``."""
@@ -291,7 +363,7 @@ class CRAFTNet(nn.Module):
         # reconstruction: see README -- key-side time encoding replaces the positions (ablation, default off).
         self.key_time_enc = nn.Linear(1, d) if key_time else None
         self.ln0 = nn.LayerNorm(d, eps=1e-12)
-        self.emb_drop = FastDropout(emb_dropout)  # the (B, L, d) key window is the one large dropout
+        self.emb_drop = FastDropout(emb_dropout)
         self.layers = nn.ModuleList(
             CRAFTLayer(d, heads, ln_placement, attn_dropout, hidden_dropout, kv_path=kv_path) for _ in range(num_layers)
         )
@@ -302,7 +374,7 @@ class CRAFTNet(nn.Module):
             self.mlp = nn.Sequential(
                 nn.Linear(width, width),
                 nn.PReLU(num_parameters=1, init=0.15),
-                nn.Dropout(hidden_dropout),
+                FastDropout(hidden_dropout),
                 nn.Linear(width, 1),
             )
         else:
@@ -361,7 +433,7 @@ class CRAFTNet(nn.Module):
             raise ValueError(f"CRAFTNet: hist has {length} columns but the network was built with L={self.L}")
         k = self.emb(hist)
         if self.pos is not None:
-            k = k + self.pos.weight[:length]
+            k = k.add_(self.pos.weight[:length])  # in place: the embedding's backward keeps only the indices
         if self.key_time_enc is not None:
             if key_dt is None:
                 raise ValueError("CRAFTNet: key_time=True needs key_dt (B, L)")

@@ -1,0 +1,457 @@
+"""Machine unlearning as one callback: UAM (Unlearning-Aware Minimization) and the standard baselines.
+
+``UnlearningCallback(strategy=...)`` switches the module to manual optimisation and runs one unlearning step per
+``{"forget": ..., "retain": ...}`` batch; the module's ``training_step`` only delegates to
+:meth:`UnlearningCallback.unlearning_step`. Before unlearning it provides the original model (trained with the
+module's original recipe on the whole training set, unless ``--model.init_args.pretrained`` is given) and the Retrain
+oracle (the same recipe on the retain set only), both fitted by inner Lightning ``Trainer`` runs and cached; the
+metrics and the gap to the oracle are logged every ``eval_every_n_epochs`` and written to ``unlearning.json``.
+
+Module protocol (checked in ``setup``): ``forget_loss(batch)``, ``retain_loss(batch)``, ``unlearning_metrics(dm)``,
+``gap_metrics`` (names averaged into the gap); optional ``concat_losses(forget, retain)`` (one forward on the
+concatenated batch), ``unlearn_parameters()``, ``random_label_loss(batch)`` (SalUn), ``distill_loss(batch, teacher,
+temperature)`` and ``model`` (SCRUB). Datamodule protocol: ``with_phase(phase)``, ``split_info()``, ``seed``.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import warnings
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from lightning.pytorch import Callback, LightningModule, Trainer, seed_everything
+from torch import Tensor
+
+from zoo.core.datamodule import require
+from zoo.uam.model import cosine_rho, dot, global_norm, projection_coefficients
+
+Strategy = Literal["uam", "finetune", "neggrad", "neggrad_plus", "graddiff", "l1_sparse", "salun", "scrub"]
+
+_NEEDS = {
+    "salun": ("random_label_loss",),
+    "scrub": ("distill_loss", "model"),
+}
+
+
+class UnlearningCallback(Callback):
+    """Unlearn the forget set with the chosen strategy (see zoo/uam/README.md for every equation).
+
+    Args:
+        strategy: ``uam`` (perturb along the forget gradient, retain gradient there, optional projection),
+            ``finetune`` (retain CE), ``neggrad`` (ascent on the forget loss), ``neggrad_plus``
+            (``beta L_r - (1 - beta) L_f``), ``graddiff`` (``L_r - L_f``), ``l1_sparse`` (retain CE +
+            ``gamma_t ||theta||_1``), ``salun`` (saliency-masked random-label forgetting) or ``scrub``.
+        rho: UAM perturbation radius.
+        gamma: strength of the ``[I - gamma P_f]`` projection of the retain gradient.
+        projection: ``always`` (default), ``conflict_only`` (only when ``<g_r, g_f> > 0``) or ``none`` (the public
+            library's behaviour, where ``gamma`` is stored but never applied).
+        projection_scope: ``global`` (one forget direction over all parameters) or ``per_tensor``.
+        perturb_norm: ``l2`` (``rho g_f / (||g_f|| + 1e-16)``, the library) or ``l2_squared`` (``/ ||g_f||^2``, the
+            extracted paper text).
+        ascent_forward: ``concat`` (one forward on ``[x_f; x_r]``, forget loss on the forget part: the library, BN
+            statistics mixed) or ``forget_only``.
+        rho_schedule: ``constant`` or ``cosine`` (``rho0 (1 + cos(pi (t - t0) / (T - t0))) / 2`` for ``t >= t0``).
+        cosine_total_step: ``T`` of the cosine schedule (``None`` = all steps of the run).
+        cosine_start_step: ``t0`` of the cosine schedule.
+        ascent_sample: truncate forget batches to this many samples in the ascent pass (``None`` = whole batch).
+        beta: NegGrad+ retain weight.
+        l1_gamma0: initial ``gamma_0`` of l1-sparse, decayed linearly to 0 over the run.
+        salun_keep: fraction of weights SalUn updates (largest ``|grad L_f(theta_o)|``; 0.5 = above the median).
+        scrub_alpha: SCRUB weight of the retain KL term.
+        scrub_gamma: SCRUB weight of the retain CE term.
+        scrub_msteps: SCRUB epochs with max-steps (forget KL ascent) before min-steps only.
+        scrub_temperature: SCRUB distillation temperature.
+        original_epochs: epochs of the original recipe when the module has no ``pretrained`` weights.
+        retrain_epochs: epochs of the Retrain oracle (``None`` = ``original_epochs``).
+        oracle: train the Retrain oracle and report the gap to it (the gap is never reported without it).
+        eval_every_n_epochs: evaluate the unlearning metrics every so many epochs (and after the last).
+        cache: cache the original and oracle weights under ``<default_root_dir>/.zoo_cache/unlearning``.
+        seed: seed of the original and oracle runs (``None`` = the datamodule's ``seed``).
+    """
+
+    def __init__(
+        self,
+        strategy: Strategy = "uam",
+        rho: float = 1.0,
+        gamma: float = 2.0,
+        projection: Literal["always", "conflict_only", "none"] = "always",
+        projection_scope: Literal["global", "per_tensor"] = "global",
+        perturb_norm: Literal["l2", "l2_squared"] = "l2",
+        ascent_forward: Literal["concat", "forget_only"] = "concat",
+        rho_schedule: Literal["constant", "cosine"] = "constant",
+        cosine_total_step: int | None = None,
+        cosine_start_step: int = 0,
+        ascent_sample: int | None = None,
+        beta: float = 0.9,
+        l1_gamma0: float = 1e-5,
+        salun_keep: float = 0.5,
+        scrub_alpha: float = 1.0,
+        scrub_gamma: float = 1.0,
+        scrub_msteps: int = 2,
+        scrub_temperature: float = 4.0,
+        original_epochs: int = 120,
+        retrain_epochs: int | None = None,
+        oracle: bool = True,
+        eval_every_n_epochs: int = 1,
+        cache: bool = True,
+        seed: int | None = None,
+    ) -> None:
+        choices = ("uam", "finetune", "neggrad", "neggrad_plus", "graddiff", "l1_sparse", "salun", "scrub")
+        if strategy not in choices:
+            raise ValueError(f"UnlearningCallback: strategy={strategy!r}, expected one of {', '.join(choices)}")
+        for name, value, options in (
+            ("projection", projection, ("always", "conflict_only", "none")),
+            ("projection_scope", projection_scope, ("global", "per_tensor")),
+            ("perturb_norm", perturb_norm, ("l2", "l2_squared")),
+            ("ascent_forward", ascent_forward, ("concat", "forget_only")),
+            ("rho_schedule", rho_schedule, ("constant", "cosine")),
+        ):
+            if value not in options:
+                raise ValueError(f"UnlearningCallback: {name}={value!r}, expected one of {', '.join(options)}")
+        if rho < 0 or gamma < 0:
+            raise ValueError(f"UnlearningCallback: rho={rho} and gamma={gamma} must be >= 0")
+        if not 0.0 <= beta <= 1.0 or not 0.0 < salun_keep <= 1.0:
+            raise ValueError(f"UnlearningCallback: beta={beta} must be in [0, 1], salun_keep={salun_keep} in (0, 1]")
+        if eval_every_n_epochs < 1:
+            raise ValueError(f"UnlearningCallback: eval_every_n_epochs={eval_every_n_epochs} must be >= 1")
+        self.strategy, self.rho, self.gamma, self.projection = strategy, rho, gamma, projection
+        self.projection_scope, self.perturb_norm, self.ascent_forward = projection_scope, perturb_norm, ascent_forward
+        self.rho_schedule, self.cosine_total_step, self.cosine_start_step = (
+            rho_schedule,
+            cosine_total_step,
+            cosine_start_step,
+        )
+        self.ascent_sample, self.beta, self.l1_gamma0, self.salun_keep = ascent_sample, beta, l1_gamma0, salun_keep
+        self.scrub_alpha, self.scrub_gamma, self.scrub_msteps = scrub_alpha, scrub_gamma, scrub_msteps
+        self.scrub_temperature = scrub_temperature
+        self.original_epochs, self.retrain_epochs, self.oracle = original_epochs, retrain_epochs, oracle
+        self.eval_every_n_epochs, self.cache, self.seed = eval_every_n_epochs, cache, seed
+        self.step_count = 0
+        self.before: dict[str, float] = {}
+        self.oracle_metrics: dict[str, float] | None = None
+        self.history: list[dict[str, float]] = []
+        self.final: dict[str, float] = {}
+        self._mask: list[Tensor] | None = None
+        self._anchor: list[Tensor] | None = None
+        self._teacher: torch.nn.Module | None = None
+        self._total_steps: int | None = None
+
+    # ------------------------------------------------------------------------------------------------------------
+    # Setup: protocol, original weights, oracle, strategy state.
+    # ------------------------------------------------------------------------------------------------------------
+    def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        """Check the protocols, switch to manual optimisation, load the original and train the oracle."""
+        if stage != "fit":
+            return
+        who = f"UnlearningCallback(strategy={self.strategy})"
+        needs = ("forget_loss", "retain_loss", "unlearning_metrics", "gap_metrics", *_NEEDS.get(self.strategy, ()))
+        for method in needs:
+            if not hasattr(pl_module, method):
+                raise AttributeError(f"{who} needs `{type(pl_module).__name__}.{method}`, which this module lacks")
+        dm = trainer.datamodule
+        for method in ("with_phase", "split_info"):
+            require(dm, method, who)
+        pl_module.automatic_optimization = False
+        pl_module.unlearning = self
+        # fast_dev_run is a smoke test: one epoch each for the original and the oracle.
+        original_epochs = min(self.original_epochs, 1) if trainer.fast_dev_run else self.original_epochs
+        if getattr(pl_module.hparams, "pretrained", None) is None and original_epochs > 0:
+            pl_module.load_state_dict(self._train_phase(trainer, pl_module, "original", original_epochs))
+        elif getattr(pl_module.hparams, "pretrained", None) is None:
+            warnings.warn(f"{who}: no pretrained weights and original_epochs=0: unlearning a random network")
+        self.before = {f"original/{k}": v for k, v in pl_module.unlearning_metrics(dm).items()}
+        if self.oracle:
+            epochs = self.original_epochs if self.retrain_epochs is None else self.retrain_epochs
+            epochs = min(epochs, 1) if trainer.fast_dev_run else epochs
+            oracle = self._fresh(pl_module)
+            oracle.load_state_dict(self._train_phase(trainer, pl_module, "retrain", epochs))
+            self.oracle_metrics = oracle.unlearning_metrics(dm)
+        self._prepare_strategy(trainer, pl_module)
+
+    def _fresh(self, module: LightningModule) -> LightningModule:
+        """A new module of the same class and hyperparameters, without pretrained weights."""
+        kwargs = {k: v for k, v in module.hparams.items() if not k.startswith("_")}
+        kwargs["pretrained"] = None
+        return type(module)(**kwargs)
+
+    def _train_phase(self, trainer: Trainer, module: LightningModule, phase: str, epochs: int) -> dict[str, Tensor]:
+        """State dict of ``module``'s class trained for ``phase`` (original recipe) by an inner Trainer, cached."""
+        dm = trainer.datamodule
+        seed = dm.seed if self.seed is None else self.seed
+        hp_m = {k: v for k, v in module.hparams.items() if not k.startswith("_") and k != "pretrained"}
+        hp_d = {k: v for k, v in dm.hparams.items() if k not in ("phase", "eval_batch_size", "forget_batch_size")}
+        key = json.dumps([type(module).__qualname__, hp_m, hp_d, phase, epochs, seed], sort_keys=True, default=str)
+        digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+        path = Path(trainer.default_root_dir) / ".zoo_cache" / "unlearning" / f"{phase}-{digest}.pt"
+        if self.cache and path.exists():
+            return torch.load(path, map_location="cpu", weights_only=True)
+        rng_state = torch.get_rng_state()
+        seed_everything(seed, verbose=False)
+        fresh = self._fresh(module)
+        accelerator = "cuda" if trainer.strategy.root_device.type == "cuda" else "cpu"
+        inner = Trainer(
+            accelerator=accelerator,
+            devices=1,
+            max_epochs=epochs,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            limit_val_batches=0,
+            num_sanity_val_steps=0,
+        )
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r".*(does not have many workers|limit_val_batches).*")
+            inner.fit(fresh, datamodule=dm.with_phase(phase))
+        torch.set_rng_state(rng_state)
+        state = {k: v.detach().cpu() for k, v in fresh.state_dict().items()}
+        if self.cache:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            torch.save(state, path)
+        return state
+
+    def _params(self, module: LightningModule) -> list[Tensor]:
+        if hasattr(module, "unlearn_parameters"):
+            return list(module.unlearn_parameters())
+        return [p for p in module.parameters() if p.requires_grad]
+
+    def _prepare_strategy(self, trainer: Trainer, module: LightningModule) -> None:
+        """Strategy state computed once from the original weights (SalUn mask, SCRUB teacher)."""
+        if self.strategy == "salun":
+            self._mask, self._anchor = self._saliency_mask(trainer, module)
+        if self.strategy == "scrub":
+            self._teacher = copy.deepcopy(module.model).eval()
+            for p in self._teacher.parameters():
+                p.requires_grad_(False)
+
+    def _saliency_mask(self, trainer: Trainer, module: LightningModule) -> tuple[list[Tensor], list[Tensor]]:
+        """SalUn: ``m = 1[|grad L_f(theta_o)| >= quantile]`` over the whole forget set (global threshold)."""
+        params = self._params(module)
+        grads = [torch.zeros_like(p) for p in params]
+        loader = trainer.datamodule.forget_dataloader()
+        for batch in loader:
+            loss = module.forget_loss(batch) * (len(batch[0]) if isinstance(batch, list | tuple) else 1)
+            for g, d in zip(grads, torch.autograd.grad(loss, params, allow_unused=True), strict=True):
+                if d is not None:
+                    g += d
+        flat = torch.cat([g.abs().flatten() for g in grads])
+        k = max(int(round(flat.numel() * (1.0 - self.salun_keep))), 1)
+        threshold = flat.kthvalue(k).values if self.salun_keep < 1.0 else flat.min()
+        return [g.abs() >= threshold for g in grads], [p.detach().clone() for p in params]
+
+    # ------------------------------------------------------------------------------------------------------------
+    # The step.
+    # ------------------------------------------------------------------------------------------------------------
+    def current_rho(self) -> float:
+        """``rho`` at this step (constant, or the cosine schedule)."""
+        if self.rho_schedule == "constant":
+            return self.rho
+        total = self.cosine_total_step if self.cosine_total_step is not None else (self._total_steps or 1)
+        return cosine_rho(self.rho, self.step_count, total, self.cosine_start_step)
+
+    def unlearning_step(self, module: LightningModule, batch: dict[str, Any]) -> Tensor:
+        """One optimiser step of the strategy on ``{"forget": ..., "retain": ...}``; returns the logged loss."""
+        if not isinstance(batch, dict) or not {"forget", "retain"} <= set(batch):
+            raise ValueError("UnlearningCallback: expected {'forget': ..., 'retain': ...} batches (phase=unlearn)")
+        opt = module.optimizers()
+        if self._total_steps is None:  # known once the fit loop has sized the epoch
+            trainer = module.trainer
+            self._total_steps = max(int(trainer.num_training_batches) * max(trainer.max_epochs or 1, 1), 1)
+        forget, retain = batch["forget"], batch["retain"]
+        logs: dict[str, float | Tensor] = {}
+        match self.strategy:
+            case "uam":
+                loss = self._uam_step(module, opt, forget, retain, logs)
+            case "scrub":
+                loss = self._scrub_step(module, opt, forget, retain, logs)
+            case _:
+                loss = self._loss_step(module, opt, forget, retain, logs)
+        self.step_count += 1
+        if module._logs_this_step():
+            logs["forget_batch_size"] = float(_size(forget))
+            logs["retain_batch_size"] = float(_size(retain))
+            module.log_dict({f"unlearn/{k}": v for k, v in logs.items()}, batch_size=_size(retain))
+            module.log("train/loss", loss.detach(), batch_size=_size(retain), prog_bar=True)
+        return loss.detach()
+
+    def _loss_step(self, module: Any, opt: Any, forget: Any, retain: Any, logs: dict[str, Any]) -> Tensor:
+        """Single-objective baselines: one backward, one step."""
+        params = self._params(module)
+        match self.strategy:
+            case "finetune":
+                l_r = module.retain_loss(retain)
+                loss, logs["retain_loss"] = l_r, l_r.detach()
+            case "neggrad":
+                l_f = module.forget_loss(forget)
+                loss, logs["forget_loss"] = -l_f, l_f.detach()
+            case "neggrad_plus" | "graddiff":
+                l_r, l_f = module.retain_loss(retain), module.forget_loss(forget)
+                beta = self.beta if self.strategy == "neggrad_plus" else 0.5
+                loss = (beta * l_r - (1.0 - beta) * l_f) * (1.0 if self.strategy == "neggrad_plus" else 2.0)
+                logs["retain_loss"], logs["forget_loss"] = l_r.detach(), l_f.detach()
+            case "l1_sparse":
+                l_r = module.retain_loss(retain)
+                weight = self.l1_gamma0 * max(1.0 - self.step_count / (self._total_steps or 1), 0.0)
+                loss = l_r + weight * sum(p.abs().sum() for p in params)
+                logs["retain_loss"], logs["l1_weight"] = l_r.detach(), weight
+            case "salun":
+                l_r, l_rand = module.retain_loss(retain), module.random_label_loss(forget)
+                loss = l_rand + l_r
+                logs["retain_loss"], logs["forget_random_label_loss"] = l_r.detach(), l_rand.detach()
+            case _:
+                raise AssertionError(self.strategy)
+        opt.zero_grad()
+        module.manual_backward(loss)
+        if self._mask is not None:
+            for p, m in zip(params, self._mask, strict=True):
+                if p.grad is not None:
+                    p.grad.mul_(m)
+        opt.step()
+        if self._mask is not None and self._anchor is not None:  # theta = theta_o + m * delta (wd/momentum too)
+            with torch.no_grad():
+                for p, m, a in zip(params, self._mask, self._anchor, strict=True):
+                    p.copy_(torch.where(m, p, a))
+        opt.zero_grad()
+        return loss
+
+    def _uam_step(self, module: Any, opt: Any, forget: Any, retain: Any, logs: dict[str, Any]) -> Tensor:
+        """UAM: ``g_f`` at w; ``w + rho g_f/||g_f||``; ``g_r`` there; project; restore w bitwise; step."""
+        params = self._params(module)
+        if self.ascent_sample is not None:
+            forget = _truncate(forget, self.ascent_sample)
+        opt.zero_grad()
+        if self.ascent_forward == "concat" and hasattr(module, "concat_losses"):
+            l_f, _ = module.concat_losses(forget, retain)
+        else:
+            l_f = module.forget_loss(forget)
+        module.manual_backward(l_f)
+        g_f = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+        for p in params:  # hand the forget gradient over without a copy; the retain pass allocates fresh grads
+            p.grad = None
+        norm = float(global_norm(g_f))
+        rho = self.current_rho()
+        saved = [p.detach().clone() for p in params]
+        if rho > 0.0:
+            scale = rho / ((norm**2 if self.perturb_norm == "l2_squared" else norm) + 1e-16)
+            with torch.no_grad():
+                torch._foreach_add_([p.detach() for p in params], g_f, alpha=scale)
+        l_r = module.retain_loss(retain)
+        module.manual_backward(l_r)
+        g_r = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+        cos = dot(g_r, g_f) / (float(global_norm(g_r)) * norm + 1e-16) if module._logs_this_step() else None
+        coefs = projection_coefficients(g_r, g_f, self.gamma, self.projection, self.projection_scope)
+        with torch.no_grad():
+            for p, s, g, f, c in zip(params, saved, g_r, g_f, coefs or [0.0] * len(params), strict=True):
+                p.copy_(s)  # restore w bitwise before the step (w + eps - eps is not w in floating point)
+                if c:
+                    g.sub_(f, alpha=c)  # [I - gamma P_f] g_r, in place
+                p.grad = g
+        opt.step()
+        opt.zero_grad()
+        if cos is not None:
+            logs.update(rho=rho, grad_forget_norm=norm, cos_retain_forget=float(cos))
+            logs.update(forget_loss=l_f.detach(), retain_loss=l_r.detach())
+        return l_r
+
+    def _scrub_step(self, module: Any, opt: Any, forget: Any, retain: Any, logs: dict[str, Any]) -> Tensor:
+        """SCRUB: a max-step on the forget batch (first ``scrub_msteps`` epochs), then a min-step on the retain one."""
+        teacher, t = self._teacher, self.scrub_temperature
+        if module.current_epoch < self.scrub_msteps:
+            kl_f = module.distill_loss(forget, teacher, t)
+            opt.zero_grad()
+            module.manual_backward(-kl_f)
+            opt.step()
+            logs["forget_kl"] = kl_f.detach()
+        kl_r = module.distill_loss(retain, teacher, t)
+        l_r = module.retain_loss(retain)
+        loss = self.scrub_alpha * kl_r + self.scrub_gamma * l_r
+        opt.zero_grad()
+        module.manual_backward(loss)
+        opt.step()
+        opt.zero_grad()
+        logs["retain_kl"], logs["retain_loss"] = kl_r.detach(), l_r.detach()
+        return loss
+
+    # ------------------------------------------------------------------------------------------------------------
+    # Metrics.
+    # ------------------------------------------------------------------------------------------------------------
+    def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Evaluate the unlearning metrics (and the gap to the oracle) every ``eval_every_n_epochs``."""
+        epoch = trainer.current_epoch + 1
+        if epoch % self.eval_every_n_epochs and epoch != trainer.max_epochs:
+            return
+        metrics = self.evaluate(pl_module, trainer.datamodule)
+        self.history.append({"epoch": float(epoch), **metrics})
+        pl_module.log_dict({f"val/{k}": v for k, v in metrics.items()}, on_epoch=True)
+
+    def evaluate(self, module: LightningModule, datamodule: Any) -> dict[str, float]:
+        """The module's unlearning metrics plus the gaps to the Retrain oracle (when it was trained)."""
+        was_training = module.training
+        metrics = dict(module.unlearning_metrics(datamodule))
+        module.train(was_training)
+        if self.oracle_metrics is not None:
+            metrics.update(retrain_gaps(metrics, self.oracle_metrics, module.gap_metrics))
+        return metrics
+
+    def on_fit_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Write ``unlearning.json`` (original, oracle, final metrics, per-epoch history, split) to the run dir."""
+        self.final = self.evaluate(pl_module, trainer.datamodule)
+        if trainer.is_global_zero:
+            folder = Path(trainer.log_dir or trainer.default_root_dir)
+            folder.mkdir(parents=True, exist_ok=True)
+            report = {
+                "strategy": self.strategy,
+                "settings": {k: v for k, v in vars(self).items() if isinstance(v, int | float | str | bool | None)},
+                "original": self.before,
+                "oracle": self.oracle_metrics,
+                "final": self.final,
+                "history": self.history,
+                "split": trainer.datamodule.split_info(),
+            }
+            (folder / "unlearning.json").write_text(json.dumps(report, indent=1))
+
+    def state_dict(self) -> dict[str, Any]:
+        """Step counter and the oracle metrics survive ``--ckpt_path`` resume."""
+        return {"step_count": self.step_count, "oracle_metrics": self.oracle_metrics, "before": self.before}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+        self.step_count = int(state_dict.get("step_count", 0))
+        self.oracle_metrics = state_dict.get("oracle_metrics", self.oracle_metrics)
+        self.before = state_dict.get("before", self.before)
+
+
+def retrain_gaps(metrics: dict[str, float], oracle: dict[str, float] | None, keys: tuple[str, ...]) -> dict[str, float]:
+    """``avg_gap`` (mean absolute difference to the Retrain oracle over ``keys``) and ``delta_acc_sum``.
+
+    Raises:
+        ValueError: without an oracle result (a gap is never reported without its oracle).
+    """
+    if oracle is None:
+        raise ValueError("retrain_gaps: no Retrain oracle result; train it (oracle: true) before reporting a gap")
+    missing = [k for k in keys if k not in metrics or k not in oracle]
+    if missing:
+        raise ValueError(f"retrain_gaps: metric(s) {missing} missing from the model or the oracle results")
+    diffs = {k: abs(metrics[k] - oracle[k]) for k in keys}
+    out = {"avg_gap_to_retrain_lower_is_better": sum(diffs.values()) / len(diffs)}
+    acc = [v for k, v in diffs.items() if "acc" in k]
+    if acc:
+        out["delta_acc_sum_to_retrain_lower_is_better"] = sum(acc)
+    return out
+
+
+def _size(batch: Any) -> int:
+    """Number of samples in a ``(x, y)`` batch or a dict of tensors."""
+    first = batch[0] if isinstance(batch, list | tuple) else next(iter(batch.values()))
+    return int(first.shape[0])
+
+
+def _truncate(batch: Any, n: int) -> Any:
+    """The first ``n`` samples of a ``(x, y)`` batch or a dict of tensors."""
+    if isinstance(batch, list | tuple):
+        return type(batch)(t[:n] for t in batch)
+    return {k: v[:n] for k, v in batch.items()}

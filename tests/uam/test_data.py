@@ -1,0 +1,92 @@
+"""UnlearningDataModule: the forget/retain/test splits of each mode, the phases, and clear errors on bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from datamodules.unlearning import UnlearningDataModule
+
+torch.set_num_threads(1)
+
+
+def test_mislabeled_mode_flips_exactly_the_forget_set() -> None:
+    """Every forget label differs from its true label, no retain label changed, |D_f| = floor(n/10); catches flips
+    that can land on the true class or leak into the retain set."""
+    dm = UnlearningDataModule(mode="mislabeled", seed=0)
+    x, y_used = dm.split("train")
+    _, y_true = dm.split("forget_true")
+    _, y_forget = dm.split("forget")
+    assert len(y_used) == 1257 and len(y_forget) == 125 and len(dm.split("test")[1]) == 540
+    assert bool((y_forget != y_true).all())
+    mask = dm._tensor("is_forget")
+    assert torch.equal(dm._tensor("y_train")[~mask], dm._tensor("y_true")[~mask])
+    assert float(x.max()) <= 1.0 and x.shape[1] == dm.input_dim == 64
+    again = UnlearningDataModule(mode="mislabeled", seed=0)
+    assert again.split_info()["forget_indices"] == dm.split_info()["forget_indices"]
+    assert (
+        UnlearningDataModule(mode="mislabeled", seed=1).split_info()["forget_indices"]
+        != dm.split_info()["forget_indices"]
+    )
+
+
+def test_classwise_and_random_modes() -> None:
+    """Classwise forgets every sample of the class and drops it from the test metrics; random is stratified."""
+    cw = UnlearningDataModule(mode="classwise", forget_class=3)
+    assert bool((cw.split("forget")[1] == 3).all()) and not bool((cw.split("retain")[1] == 3).any())
+    assert not bool((cw.split("test")[1] == 3).any()) and bool((cw.split("test_forget_class")[1] == 3).all())
+    rnd = UnlearningDataModule(mode="random", forget_fraction=0.1)
+    _, y = rnd.split("forget")
+    counts = np.bincount(y.numpy(), minlength=10)
+    assert counts.sum() == 125 and counts.max() - counts.min() <= 2
+
+
+def test_phases_serve_the_right_training_sets() -> None:
+    """original = all training data, retrain = retain only, unlearn = {forget, retain} with one retain epoch."""
+    dm = UnlearningDataModule(batch_size=64, forget_batch_size=32)
+    assert sum(len(b[1]) for b in dm.with_phase("original").train_dataloader()) == 1257
+    assert sum(len(b[1]) for b in dm.retrain_oracle().train_dataloader()) == 1257 - 125
+    loader = dm.train_dataloader()
+    batches = list(iter(loader))
+    assert len(batches) == len(dm.retain_dataloader())
+    first = batches[0][0] if isinstance(batches[0], tuple) else batches[0]
+    assert set(first) == {"forget", "retain"} and len(first["forget"][1]) == 32 and len(first["retain"][1]) == 64
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"source": "imagenet"}, "source='imagenet'"),
+        ({"mode": "boundary"}, "mode='boundary'"),
+        ({"source": "cifar10"}, "set --data.init_args.path"),
+        ({"forget_fraction": 1.5}, "forget_fraction=1.5"),
+        ({"mode": "classwise", "forget_class": 12}, "forget_class=12"),
+        ({"phase": "eval"}, "phase='eval'"),
+    ],
+)
+def test_bad_settings_name_the_flag(kwargs: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        UnlearningDataModule(**kwargs)
+
+
+def test_real_cifar_folder_flows_through(tmp_path: Path) -> None:
+    """A tiny synthesized CIFAR-10 folder is read, normalised and flattened to 3072 features; a malformed batch
+    raises naming the file."""
+    import pickle
+
+    root = tmp_path / "cifar-10-batches-py"
+    root.mkdir()
+    rng = np.random.default_rng(0)
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        data = {b"data": rng.integers(0, 256, (20, 3072), dtype=np.uint8), b"labels": list(range(10)) * 2}
+        (root / name).write_bytes(pickle.dumps(data))
+    (root / "batches.meta").write_bytes(pickle.dumps({b"label_names": [f"c{i}".encode() for i in range(10)]}))
+    dm = UnlearningDataModule(source="cifar10", path=str(tmp_path), mode="random", forget_fraction=0.1)
+    x, y = dm.split("train")
+    assert x.shape == (100, 3072) and dm.input_dim == 3072 and len(dm.split("forget")[1]) == 10
+    (root / "data_batch_2").write_bytes(pickle.dumps({b"labels": [0]}))
+    with pytest.raises(ValueError, match="data_batch_2"):
+        UnlearningDataModule(source="cifar10", path=str(tmp_path)).setup()
