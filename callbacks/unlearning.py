@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
 import warnings
 from pathlib import Path
 from typing import Any, Literal
@@ -29,11 +30,16 @@ from torch import Tensor
 from zoo.core.datamodule import require
 from zoo.uam.model import cosine_rho, dot, global_norm, projection_coefficients
 
-Strategy = Literal["uam", "finetune", "neggrad", "neggrad_plus", "graddiff", "l1_sparse", "salun", "scrub"]
+Strategy = Literal[
+    "uam", "finetune", "neggrad", "neggrad_plus", "graddiff", "l1_sparse", "salun", "scrub", "rmu", "rmu_uam"
+]
+STRATEGIES = ("uam", "finetune", "neggrad", "neggrad_plus", "graddiff", "l1_sparse", "salun", "scrub", "rmu", "rmu_uam")
 
 _NEEDS = {
     "salun": ("random_label_loss",),
     "scrub": ("distill_loss", "model"),
+    "rmu": ("rmu_losses", "rmu_retain_loss", "prepare_unlearning"),
+    "rmu_uam": ("rmu_losses", "rmu_retain_loss", "prepare_unlearning"),
 }
 
 
@@ -44,7 +50,9 @@ class UnlearningCallback(Callback):
         strategy: ``uam`` (perturb along the forget gradient, retain gradient there, optional projection),
             ``finetune`` (retain CE), ``neggrad`` (ascent on the forget loss), ``neggrad_plus``
             (``beta L_r - (1 - beta) L_f``), ``graddiff`` (``L_r - L_f``), ``l1_sparse`` (retain CE +
-            ``gamma_t ||theta||_1``), ``salun`` (saliency-masked random-label forgetting) or ``scrub``.
+            ``gamma_t ||theta||_1``), ``salun`` (saliency-masked random-label forgetting), ``scrub``, and for
+            language models ``rmu`` (``mse(z_f, c u) + alpha mse(z_r, z_r(w_bar))``) or ``rmu_uam`` (see
+            ``lm_mode``).
         rho: UAM perturbation radius.
         gamma: strength of the ``[I - gamma P_f]`` projection of the retain gradient.
         projection: ``always`` (default), ``conflict_only`` (only when ``<g_r, g_f> > 0``) or ``none`` (the public
@@ -71,6 +79,14 @@ class UnlearningCallback(Callback):
         eval_every_n_epochs: evaluate the unlearning metrics every so many epochs (and after the last).
         cache: cache the original and oracle weights under ``<default_root_dir>/.zoo_cache/unlearning``.
         seed: seed of the original and oracle runs (``None`` = the datamodule's ``seed``).
+        lm_mode: ``rmu_uam`` (default, reconstruction): ``w - eta [grad L_f^RMU(w) + alpha [I - gamma P_f]
+            grad L_r(w_hat)]`` with ``w_hat = w + rho d/||d||``, ``d`` the ascent direction of
+            ``||z_f - z_f(w_bar)||^2`` (``-grad L_f^RMU`` while that is ~0); ``alg2_after_rmu``: ``rmu_warmup_steps``
+            RMU steps, then the extracted Algorithm 2; ``alg2_strict``: Algorithm 2 alone (a warned no-op from
+            ``w = w_bar``).
+        rmu_c: RMU steering coefficient ``c`` (the tiny LM's activations need ~20; Zephyr-7B used 6.5).
+        rmu_alpha: RMU retain weight ``alpha`` (Zephyr-7B: 1200).
+        rmu_warmup_steps: RMU steps before Algorithm 2 in ``alg2_after_rmu``.
     """
 
     def __init__(
@@ -99,10 +115,17 @@ class UnlearningCallback(Callback):
         eval_every_n_epochs: int = 1,
         cache: bool = True,
         seed: int | None = None,
+        lm_mode: Literal["rmu_uam", "alg2_after_rmu", "alg2_strict"] = "rmu_uam",
+        rmu_c: float = 20.0,
+        rmu_alpha: float = 100.0,
+        rmu_warmup_steps: int = 20,
     ) -> None:
-        choices = ("uam", "finetune", "neggrad", "neggrad_plus", "graddiff", "l1_sparse", "salun", "scrub")
-        if strategy not in choices:
-            raise ValueError(f"UnlearningCallback: strategy={strategy!r}, expected one of {', '.join(choices)}")
+        if strategy not in STRATEGIES:
+            raise ValueError(f"UnlearningCallback: strategy={strategy!r}, expected one of {', '.join(STRATEGIES)}")
+        if lm_mode not in ("rmu_uam", "alg2_after_rmu", "alg2_strict"):
+            raise ValueError(
+                f"UnlearningCallback: lm_mode={lm_mode!r}, expected rmu_uam, alg2_after_rmu or alg2_strict"
+            )
         for name, value, options in (
             ("projection", projection, ("always", "conflict_only", "none")),
             ("projection_scope", projection_scope, ("global", "per_tensor")),
@@ -130,6 +153,8 @@ class UnlearningCallback(Callback):
         self.scrub_temperature = scrub_temperature
         self.original_epochs, self.retrain_epochs, self.oracle = original_epochs, retrain_epochs, oracle
         self.eval_every_n_epochs, self.cache, self.seed = eval_every_n_epochs, cache, seed
+        self.lm_mode, self.rmu_c, self.rmu_alpha, self.rmu_warmup_steps = lm_mode, rmu_c, rmu_alpha, rmu_warmup_steps
+        self.zero_forget_grad_steps = 0
         self.step_count = 0
         self.before: dict[str, float] = {}
         self.oracle_metrics: dict[str, float] | None = None
@@ -209,9 +234,11 @@ class UnlearningCallback(Callback):
             inner.fit(fresh, datamodule=dm.with_phase(phase))
         torch.set_rng_state(rng_state)
         state = {k: v.detach().cpu() for k, v in fresh.state_dict().items()}
-        if self.cache:
+        if self.cache:  # write-then-rename: DDP ranks (or parallel jobs) training the same original never clash
             path.parent.mkdir(parents=True, exist_ok=True)
-            torch.save(state, path)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            torch.save(state, tmp)
+            os.replace(tmp, path)
         return state
 
     def _params(self, module: LightningModule) -> list[Tensor]:
@@ -220,7 +247,9 @@ class UnlearningCallback(Callback):
         return [p for p in module.parameters() if p.requires_grad]
 
     def _prepare_strategy(self, trainer: Trainer, module: LightningModule) -> None:
-        """Strategy state computed once from the original weights (SalUn mask, SCRUB teacher)."""
+        """Strategy state computed once from the original weights (frozen copy, SalUn mask, SCRUB teacher)."""
+        if hasattr(module, "prepare_unlearning"):
+            module.prepare_unlearning(self.strategy)
         if self.strategy == "salun":
             self._mask, self._anchor = self._saliency_mask(trainer, module)
         if self.strategy == "scrub":
@@ -268,6 +297,10 @@ class UnlearningCallback(Callback):
                 loss = self._uam_step(module, opt, forget, retain, logs)
             case "scrub":
                 loss = self._scrub_step(module, opt, forget, retain, logs)
+            case "rmu":
+                loss = self._rmu_step(module, opt, forget, retain, logs)
+            case "rmu_uam":
+                loss = self._rmu_uam_step(module, opt, forget, retain, logs)
             case _:
                 loss = self._loss_step(module, opt, forget, retain, logs)
         self.step_count += 1
@@ -357,6 +390,76 @@ class UnlearningCallback(Callback):
             logs.update(forget_loss=l_f.detach(), retain_loss=l_r.detach())
         return l_r
 
+    def _rmu_step(self, module: Any, opt: Any, forget: Any, retain: Any, logs: dict[str, Any]) -> Tensor:
+        """RMU: ``w - eta grad[mse(z_f, c u) + alpha mse(z_r, z_r(w_bar))]`` (Algorithm 1)."""
+        l_f, _ = module.rmu_losses(forget, self.rmu_c, distance=False)
+        l_r = module.rmu_retain_loss(retain)
+        loss = l_f + self.rmu_alpha * l_r
+        opt.zero_grad()
+        module.manual_backward(loss)
+        opt.step()
+        opt.zero_grad()
+        logs.update(forget_loss=l_f.detach(), retain_loss=l_r.detach())
+        return loss
+
+    def _grads(self, params: list[Tensor]) -> list[Tensor]:
+        """Take the parameters' gradients (zeros where unused) and clear them, without copying."""
+        out = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+        for p in params:
+            p.grad = None
+        return out
+
+    def _rmu_uam_step(self, module: Any, opt: Any, forget: Any, retain: Any, logs: dict[str, Any]) -> Tensor:
+        """RMU + UAM (``lm_mode``; see the class docstring and zoo/uam/README.md)."""
+        params = self._params(module)
+        alg2 = self.lm_mode == "alg2_strict" or (
+            self.lm_mode == "alg2_after_rmu" and self.step_count >= self.rmu_warmup_steps
+        )
+        if self.lm_mode == "alg2_after_rmu" and not alg2:
+            return self._rmu_step(module, opt, forget, retain, logs)
+        opt.zero_grad()
+        l_rmu, dist = module.rmu_losses(forget, self.rmu_c)
+        g_rmu: list[Tensor] = []
+        if not alg2:
+            module.manual_backward(l_rmu, retain_graph=True)
+            g_rmu = self._grads(params)
+        module.manual_backward(dist)
+        direction = self._grads(params)  # ascent direction of ||z_f - z_f(w_bar)||^2
+        norm = float(global_norm(direction))
+        if norm <= 1e-12:
+            if alg2:
+                self.zero_forget_grad_steps += 1
+                if self.zero_forget_grad_steps == 1:
+                    warnings.warn(
+                        "UnlearningCallback(lm_mode=alg2_strict): the forget gradient is 0 at w = w_bar (L_f = 0), "
+                        "so Algorithm 2 as extracted never leaves the frozen copy; use lm_mode=rmu_uam",
+                        stacklevel=2,
+                    )
+            else:
+                direction = [-g for g in g_rmu]
+                norm = float(global_norm(direction))
+        saved = [p.detach().clone() for p in params]
+        rho = self.current_rho()
+        if rho > 0.0 and norm > 1e-12:
+            with torch.no_grad():
+                torch._foreach_add_([p.detach() for p in params], direction, alpha=rho / (norm + 1e-16))
+        l_r = module.rmu_retain_loss(retain)
+        module.manual_backward(l_r)
+        g_r = self._grads(params)
+        coefs = projection_coefficients(g_r, direction, self.gamma, self.projection, self.projection_scope)
+        alpha = 1.0 if alg2 else self.rmu_alpha
+        with torch.no_grad():
+            for i, (p, s, g) in enumerate(zip(params, saved, g_r, strict=True)):
+                p.copy_(s)  # restore w bitwise
+                if coefs and coefs[i]:
+                    g.sub_(direction[i], alpha=coefs[i])
+                p.grad = g.mul_(alpha) if alg2 else g_rmu[i].add_(g, alpha=alpha)
+        opt.step()
+        opt.zero_grad()
+        logs.update(forget_loss=l_rmu.detach(), frozen_distance=dist.detach(), retain_loss=l_r.detach(), rho=rho,
+                    grad_forget_norm=norm, zero_forget_grad=float(self.zero_forget_grad_steps))  # fmt: skip
+        return l_r
+
     def _scrub_step(self, module: Any, opt: Any, forget: Any, retain: Any, logs: dict[str, Any]) -> Tensor:
         """SCRUB: a max-step on the forget batch (first ``scrub_msteps`` epochs), then a min-step on the retain one."""
         teacher, t = self._teacher, self.scrub_temperature
@@ -416,7 +519,8 @@ class UnlearningCallback(Callback):
 
     def state_dict(self) -> dict[str, Any]:
         """Step counter and the oracle metrics survive ``--ckpt_path`` resume."""
-        return {"step_count": self.step_count, "oracle_metrics": self.oracle_metrics, "before": self.before}
+        return {"step_count": self.step_count, "oracle_metrics": self.oracle_metrics, "before": self.before,
+                "zero_forget_grad_steps": self.zero_forget_grad_steps}  # fmt: skip
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`."""

@@ -27,6 +27,7 @@ class ZooCLI(LightningCLI):
         parser.link_arguments("data.num_classes", "model.init_args.num_classes", apply_on="instantiate")
         parser.link_arguments("data.num_nodes", "model.init_args.num_nodes", apply_on="instantiate")
         parser.link_arguments("data.dst_min", "model.init_args.dst_min", apply_on="instantiate")
+        parser.link_arguments("data.vocab_size", "model.init_args.vocab_size", apply_on="instantiate")
         parser.add_argument(
             "--threads",
             type=int | None,

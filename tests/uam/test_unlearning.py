@@ -250,3 +250,38 @@ def test_unlearning_json_and_metric_names(cache_root: Path, tmp_path: Path) -> N
     assert report["split"]["n_forget"] == len(report["split"]["forget_indices"]) == 125
     names = set(cli.trainer.callback_metrics)
     assert {f"val/{FA}", f"val/{TA}", "val/avg_gap_to_retrain_lower_is_better", "unlearn/forget_loss"} <= names
+
+
+def test_mia_sanity_on_the_classwise_oracle(tmp_path: Path) -> None:
+    """Card test 8: the classwise Retrain oracle (never saw digit 0) has MIA-efficacy >= 95, and swapping the SVC's
+    member/non-member labels flips the score to <= 5 (catches an inverted label or a feature that ignores y)."""
+    from lightning.pytorch import Trainer, seed_everything
+
+    from datamodules.unlearning import UnlearningDataModule
+    from zoo.uam.metrics import label_probabilities, svc_mia_efficacy
+    from zoo.uam.module import UnlearnClassifierModule
+
+    seed_everything(0, verbose=False)
+    dm = UnlearningDataModule(mode="classwise", forget_class=0)
+    oracle = UnlearnClassifierModule()
+    trainer = Trainer(max_epochs=60, accelerator="cpu", logger=False, enable_checkpointing=False,
+                      enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0,
+                      default_root_dir=tmp_path)  # fmt: skip
+    trainer.fit(oracle, datamodule=dm.retrain_oracle())
+    loaders = dm.eval_dataloaders()
+    p = {k: label_probabilities(oracle.model, loaders[k], torch.device("cpu"))[0] for k in ("retain", "test", "forget")}
+    assert svc_mia_efficacy(p["retain"], p["test"], p["forget"]) >= 95.0
+    assert svc_mia_efficacy(p["retain"], p["test"], p["forget"], flip_labels=True) <= 5.0
+
+
+@pytest.mark.slow
+@pytest.mark.ci
+def test_reproduce_quick_exits_zero(tmp_path: Path) -> None:
+    """`zoo reproduce uam --quick` holds every asserted claim (1-4 and the reduction) and writes table, JSON, plot."""
+    from zoo.core.reproduce import dispatch
+
+    assert dispatch(["reproduce", "uam", "--quick", "--out", str(tmp_path)]) == 0
+    blob = json.loads((tmp_path / "uam.json").read_text())
+    names = [c["name"] for c in blob["claims"] if c["asserted"]]
+    assert len(names) == 8 and all(c["holds"] for c in blob["claims"] if c["asserted"])
+    assert (tmp_path / "uam.md").is_file() and (tmp_path / "uam_forget_test.png").is_file()

@@ -22,6 +22,8 @@ class ZooDataModule(LightningDataModule):
     num_nodes: int | None = None
     #: Smallest destination id of bipartite graph data, linked into ``model.init_args.dst_min``.
     dst_min: int | None = None
+    #: Tokenizer vocabulary size of text data, linked into ``model.init_args.vocab_size``.
+    vocab_size: int | None = None
 
 
 def require(datamodule: Any, method: str, who: str = "this callback") -> Any:

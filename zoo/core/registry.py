@@ -29,5 +29,7 @@ CLASSES: dict[str, str] = {
     "TemporalLinkDataModule": "datamodules.temporal_link.TemporalLinkDataModule",
     "UnlearnClassifierModule": "zoo.uam.module.UnlearnClassifierModule",
     "UnlearningDataModule": "datamodules.unlearning.UnlearningDataModule",
+    "UnlearnLMModule": "zoo.uam.module.UnlearnLMModule",
+    "LMUnlearningDataModule": "datamodules.lm_unlearning.LMUnlearningDataModule",
     "UnlearningCallback": "callbacks.unlearning.UnlearningCallback",
 }

@@ -105,6 +105,18 @@ def parallel_map(fn: Callable[[Any], Any], items: Iterable[Any], workers: int = 
         return list(pool.map(fn, items))
 
 
+def save_figure(fig: Any, out: Path, name: str) -> str:
+    """Save a matplotlib figure as ``out/name`` (tight layout, 110 dpi), close it and return the path."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / name
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return str(path)
+
+
 def write_report(slug: str, report: Report, out: Path, seconds: float, settings: dict[str, Any]) -> dict[str, Any]:
     """Write ``out/<slug>.md`` and ``out/<slug>.json``; return the JSON object."""
     out.mkdir(parents=True, exist_ok=True)
@@ -168,7 +180,11 @@ def reproduce(slug: str, quick: bool, seeds: int | None, out: Path) -> int:
     for claim in report.claims:
         print(claim.line())
     failed = [c.name for c in report.claims if c.asserted and not c.holds]
-    progress(f"done in {seconds:.0f} s: {len(report.claims) - len(failed)}/{len(report.claims)} hold; wrote {out}")
+    asserted = [c for c in report.claims if c.asserted]
+    info = [c for c in report.claims if not c.asserted]
+    note = f" ({sum(c.holds for c in info)}/{len(info)} info claims hold, not asserted)" if info else ""
+    progress(f"done in {seconds:.0f} s: {len(asserted) - len(failed)}/{len(asserted)} asserted claims hold{note}; "
+             f"wrote {out}")  # fmt: skip
     return 1 if failed else 0
 
 

