@@ -284,7 +284,7 @@ class UnlearnLMModule(UnlearnableModule):
 
             self.model = AutoModelForCausalLM.from_pretrained(
                 resolve_hf_path(self.hf_path), local_files_only=True, dtype=torch.float32
-            )
+            ).train()  # from_pretrained returns eval mode; Lightning keeps module modes as they are
         else:
             self.model = tiny_llama(self.vocab_size, self.hidden, self.layers, self.heads, self.intermediate,
                                     self.max_positions, seed=self.model_seed)  # fmt: skip
