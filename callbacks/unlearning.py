@@ -489,7 +489,8 @@ class UnlearningCallback(Callback):
             return
         metrics = self.evaluate(pl_module, trainer.datamodule)
         self.history.append({"epoch": float(epoch), **metrics})
-        pl_module.log_dict({f"val/{k}": v for k, v in metrics.items()}, on_epoch=True)
+        # Every rank computes the same numbers on the full splits; syncing only silences Lightning's DDP notice.
+        pl_module.log_dict({f"val/{k}": v for k, v in metrics.items()}, on_epoch=True, sync_dist=trainer.world_size > 1)
 
     def evaluate(self, module: LightningModule, datamodule: Any) -> dict[str, float]:
         """The module's unlearning metrics plus the gaps to the Retrain oracle (when it was trained)."""
@@ -503,8 +504,8 @@ class UnlearningCallback(Callback):
     def on_fit_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Write ``unlearning.json`` (original, oracle, final metrics, per-epoch history, split) to the run dir."""
         self.final = self.evaluate(pl_module, trainer.datamodule)
+        folder = Path(trainer.log_dir or trainer.default_root_dir)  # log_dir broadcasts: every rank must ask
         if trainer.is_global_zero:
-            folder = Path(trainer.log_dir or trainer.default_root_dir)
             folder.mkdir(parents=True, exist_ok=True)
             report = {
                 "strategy": self.strategy,
