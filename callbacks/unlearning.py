@@ -27,6 +27,7 @@ import torch
 from lightning.pytorch import Callback, LightningModule, Trainer, seed_everything
 from torch import Tensor
 
+from zoo.core.config import run_dir
 from zoo.core.datamodule import require
 from zoo.uam.model import cosine_rho, dot, global_norm, projection_coefficients
 
@@ -502,9 +503,10 @@ class UnlearningCallback(Callback):
         return metrics
 
     def on_fit_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        """Write ``unlearning.json`` (original, oracle, final metrics, per-epoch history, split) to the run dir."""
+        """Write ``unlearning.json`` (original, oracle, final metrics, per-epoch history, split) to the run's folder."""
         self.final = self.evaluate(pl_module, trainer.datamodule)
-        folder = Path(trainer.log_dir or trainer.default_root_dir)  # log_dir broadcasts: every rank must ask
+        # The run's own folder (the W&B run folder under WandbLogger); log_dir broadcasts, so every rank asks.
+        folder = Path(run_dir(trainer, trainer.log_dir))
         if trainer.is_global_zero:
             folder.mkdir(parents=True, exist_ok=True)
             report = {
