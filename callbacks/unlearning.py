@@ -142,6 +142,13 @@ class UnlearningCallback(Callback):
             raise ValueError(f"UnlearningCallback: beta={beta} must be in [0, 1], salun_keep={salun_keep} in (0, 1]")
         if eval_every_n_epochs < 1:
             raise ValueError(f"UnlearningCallback: eval_every_n_epochs={eval_every_n_epochs} must be >= 1")
+        if ascent_sample is not None and ascent_sample < 1:
+            raise ValueError(f"UnlearningCallback: ascent_sample={ascent_sample} must be None or >= 1")
+        if cosine_total_step is not None and cosine_total_step <= cosine_start_step:
+            raise ValueError(f"UnlearningCallback: cosine_total_step={cosine_total_step} must exceed "
+                             f"cosine_start_step={cosine_start_step}")  # fmt: skip
+        if min(scrub_msteps, rmu_warmup_steps, original_epochs) < 0:
+            raise ValueError("UnlearningCallback: scrub_msteps, rmu_warmup_steps and original_epochs must be >= 0")
         self.strategy, self.rho, self.gamma, self.projection = strategy, rho, gamma, projection
         self.projection_scope, self.perturb_norm, self.ascent_forward = projection_scope, perturb_norm, ascent_forward
         self.rho_schedule, self.cosine_total_step, self.cosine_start_step = (
@@ -218,10 +225,10 @@ class UnlearningCallback(Callback):
         rng_state = torch.get_rng_state()
         seed_everything(seed, verbose=False)
         fresh = self._fresh(module)
-        accelerator = "cuda" if trainer.strategy.root_device.type == "cuda" else "cpu"
+        device = trainer.strategy.root_device  # this rank's own device (not cuda:0 on every DDP rank)
         inner = Trainer(
-            accelerator=accelerator,
-            devices=1,
+            accelerator="cuda" if device.type == "cuda" else "cpu",
+            devices=[device.index or 0] if device.type == "cuda" else 1,
             max_epochs=epochs,
             logger=False,
             enable_checkpointing=False,
@@ -258,16 +265,28 @@ class UnlearningCallback(Callback):
             for p in self._teacher.parameters():
                 p.requires_grad_(False)
 
+    def on_fit_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Move the state built in ``setup`` (before Lightning moved the model) to the module's device."""
+        device = pl_module.device
+        if self._mask is not None and self._anchor is not None:
+            self._mask = [m.to(device) for m in self._mask]
+            self._anchor = [a.to(device) for a in self._anchor]
+        if self._teacher is not None:
+            self._teacher.to(device)
+
     def _saliency_mask(self, trainer: Trainer, module: LightningModule) -> tuple[list[Tensor], list[Tensor]]:
         """SalUn: ``m = 1[|grad L_f(theta_o)| >= quantile]`` over the whole forget set (global threshold)."""
         params = self._params(module)
         grads = [torch.zeros_like(p) for p in params]
         loader = trainer.datamodule.forget_dataloader()
+        was_training = module.training
+        module.eval()  # gradients at theta_o without moving BatchNorm statistics toward the forget set
         for batch in loader:
             loss = module.forget_loss(batch) * (len(batch[0]) if isinstance(batch, list | tuple) else 1)
             for g, d in zip(grads, torch.autograd.grad(loss, params, allow_unused=True), strict=True):
                 if d is not None:
                     g += d
+        module.train(was_training)
         flat = torch.cat([g.abs().flatten() for g in grads])
         k = max(int(round(flat.numel() * (1.0 - self.salun_keep))), 1)
         threshold = flat.kthvalue(k).values if self.salun_keep < 1.0 else flat.min()
@@ -432,7 +451,7 @@ class UnlearningCallback(Callback):
                 self.zero_forget_grad_steps += 1
                 if self.zero_forget_grad_steps == 1:
                     warnings.warn(
-                        "UnlearningCallback(lm_mode=alg2_strict): the forget gradient is 0 at w = w_bar (L_f = 0), "
+                        f"UnlearningCallback(lm_mode={self.lm_mode}): the forget gradient is 0 at w = w_bar (L_f = 0), "
                         "so Algorithm 2 as extracted never leaves the frozen copy; use lm_mode=rmu_uam",
                         stacklevel=2,
                     )
@@ -523,13 +542,15 @@ class UnlearningCallback(Callback):
     def state_dict(self) -> dict[str, Any]:
         """Step counter and the oracle metrics survive ``--ckpt_path`` resume."""
         return {"step_count": self.step_count, "oracle_metrics": self.oracle_metrics, "before": self.before,
-                "zero_forget_grad_steps": self.zero_forget_grad_steps}  # fmt: skip
+                "zero_forget_grad_steps": self.zero_forget_grad_steps, "history": self.history}  # fmt: skip
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`."""
         self.step_count = int(state_dict.get("step_count", 0))
         self.oracle_metrics = state_dict.get("oracle_metrics", self.oracle_metrics)
         self.before = state_dict.get("before", self.before)
+        self.zero_forget_grad_steps = int(state_dict.get("zero_forget_grad_steps", 0))
+        self.history = list(state_dict.get("history", self.history))
 
 
 def retrain_gaps(metrics: dict[str, float], oracle: dict[str, float] | None, keys: tuple[str, ...]) -> dict[str, float]:

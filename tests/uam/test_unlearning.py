@@ -169,6 +169,15 @@ def test_callback_rejects_bad_settings_and_modules() -> None:
         UnlearningCallback(projection="sometimes")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="rho=-1"):
         UnlearningCallback(rho=-1.0)
+    with pytest.raises(ValueError, match="ascent_sample=0"):  # an empty ascent batch would make every weight NaN
+        UnlearningCallback(ascent_sample=0)
+    with pytest.raises(ValueError, match="cosine_total_step=5"):
+        UnlearningCallback(rho_schedule="cosine", cosine_total_step=5, cosine_start_step=5)
+    cb = UnlearningCallback()
+    cb.step_count, cb.zero_forget_grad_steps, cb.history = 7, 2, [{"epoch": 1.0, "x": 3.0}]
+    again = UnlearningCallback()
+    again.load_state_dict(cb.state_dict())  # --ckpt_path resume keeps counters and the per-epoch history
+    assert (again.step_count, again.zero_forget_grad_steps, again.history) == (7, 2, cb.history)
 
     class Bare(nn.Module):
         hparams: dict = {}

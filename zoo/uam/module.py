@@ -343,6 +343,11 @@ class UnlearnLMModule(UnlearnableModule):
             for name, p in self.model.named_parameters():
                 p.requires_grad_(name in keep)
 
+    def on_fit_start(self) -> None:
+        """Move the frozen copy (built in the callback's ``setup``, before Lightning moved the model) along."""
+        if self._frozen:
+            self._frozen[0].to(self.device)
+
     def _activations(self, model: torch.nn.Module, batch: dict[str, Tensor]) -> Tensor:
         from zoo.uam.lm import layer_activations
 
