@@ -382,9 +382,7 @@ class UnlearningCallback(Callback):
         else:
             l_f = module.forget_loss(forget)
         module.manual_backward(l_f)
-        g_f = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
-        for p in params:  # hand the forget gradient over without a copy; the retain pass allocates fresh grads
-            p.grad = None
+        g_f = self._grads(params)  # no copy; the retain pass allocates fresh grads
         norm = float(global_norm(g_f))
         rho = self.current_rho()
         saved = [p.detach().clone() for p in params]

@@ -13,7 +13,6 @@ Batches are ``{"input_ids", "attention_mask"}`` (right-padded, int64).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
@@ -22,12 +21,12 @@ from lightning.pytorch.utilities import CombinedLoader
 from torch.utils.data import DataLoader, RandomSampler
 
 from datamodules.lm_facts import MCQItem, WordTokenizer, make_facts, read_mcq_jsonl, read_text_jsonl
-from zoo.core.datamodule import ZooDataModule
+from datamodules.unlearning import PhasedDataModule
 
 Phase = Literal["original", "retrain", "unlearn"]
 
 
-class LMUnlearningDataModule(ZooDataModule):
+class LMUnlearningDataModule(PhasedDataModule):
     """Token batches of a forget and a retain corpus plus the MCQ sets the metrics score.
 
     Args:
@@ -119,17 +118,6 @@ class LMUnlearningDataModule(ZooDataModule):
         self._ids = {name: [self.encode(t)[:max_length] for t in texts] for name, texts in self._texts.items()}
 
     # ------------------------------------------------------------------------------------------------------------
-    def with_phase(self, phase: Phase) -> LMUnlearningDataModule:
-        """The same data serving ``phase`` (used to train the original and the oracle)."""
-        other = copy.copy(self)
-        other.phase = phase
-        other.trainer = None
-        return other
-
-    def retrain_oracle(self) -> LMUnlearningDataModule:
-        """The datamodule of the Retrain oracle: the retain corpus only."""
-        return self.with_phase("retrain")
-
     def mcq(self, name: Literal["forget", "retain"]) -> list[MCQItem]:
         """The MCQ items of a domain."""
         return self._mcq[name]
@@ -140,12 +128,9 @@ class LMUnlearningDataModule(ZooDataModule):
                 **{f"n_{k}_mcq": len(v) for k, v in self._mcq.items()}}  # fmt: skip
 
     def _collate(self, seqs: Sequence[list[int]]) -> dict[str, torch.Tensor]:
-        width = max(len(s) for s in seqs)
-        ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(seqs), width), dtype=torch.long)
-        for i, s in enumerate(seqs):
-            ids[i, : len(s)] = torch.as_tensor(s, dtype=torch.long)
-            mask[i, : len(s)] = 1
+        from zoo.uam.lm import pad_batch
+
+        ids, mask = pad_batch(seqs, pad_id=self.pad_id)
         return {"input_ids": ids, "attention_mask": mask}
 
     def text_loader(self, name: str, shuffle: bool = False, batch_size: int | None = None) -> DataLoader:

@@ -27,7 +27,25 @@ Mode = Literal["classwise", "random", "mislabeled"]
 Phase = Literal["original", "retrain", "unlearn"]
 
 
-class UnlearningDataModule(ZooDataModule):
+class PhasedDataModule(ZooDataModule):
+    """Datamodule whose ``train_dataloader`` serves a ``phase``: ``original``, ``retrain`` or ``unlearn``."""
+
+    #: The phase :meth:`train_dataloader` serves.
+    phase: Phase = "unlearn"
+
+    def with_phase(self, phase: Phase) -> PhasedDataModule:
+        """The same data serving ``phase`` (the callback trains the original and the oracle with it)."""
+        other = copy.copy(self)
+        other.phase = phase
+        other.trainer = None
+        return other
+
+    def retrain_oracle(self) -> PhasedDataModule:
+        """The datamodule of the Retrain oracle: the original recipe on the retain data only."""
+        return self.with_phase("retrain")
+
+
+class UnlearningDataModule(PhasedDataModule):
     """Seeded forget/retain/test splits of an image-classification dataset.
 
     Args:
@@ -93,17 +111,6 @@ class UnlearningDataModule(ZooDataModule):
         self._arrays: dict[str, Tensor] | None = None
 
     # ------------------------------------------------------------------------------------------------------------
-    def with_phase(self, phase: Phase) -> UnlearningDataModule:
-        """A fresh datamodule with the same splits serving ``phase`` (used to train the original and the oracle)."""
-        other = copy.copy(self)
-        other.phase = phase
-        other.trainer = None
-        return other
-
-    def retrain_oracle(self) -> UnlearningDataModule:
-        """The datamodule of the Retrain oracle: the original recipe on the retain set only."""
-        return self.with_phase("retrain")
-
     def setup(self, stage: str | None = None) -> None:
         """Load the dataset and draw the seeded split (idempotent)."""
         if self._arrays is not None:
