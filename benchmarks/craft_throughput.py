@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 from pathlib import Path
 
 import torch
@@ -39,6 +40,7 @@ def run() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="fits per model; medians are reported")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     args = parser.parse_args()
+    sys.argv[1:] = []  # the fits get their arguments from measure(), not from this script's command line
     torch.set_num_threads(args.threads)
     runs: dict[str, list[tuple[float, float]]] = {"CRAFT": [], "TGN": []}
     for _ in range(args.repeats):  # interleaved, so a slow spell of a shared machine hits both models alike

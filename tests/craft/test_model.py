@@ -491,21 +491,23 @@ def test_training_steps_reduce_bpr() -> None:
 
 def test_folded_core_backward_matches_autograd() -> None:
     """The hand-written backward of the folded attention core equals autograd's (gradcheck in float64, with and
-    without a dropout mask); catches a missing K0 term (dS^T Qk or A^T dO), a softmax backward without the row
-    correction, or a dropout mask applied on one side only."""
-    from zoo.craft.model import _FoldedCore
+    without a dropout mask, with a full and a broadcast key bias); catches a missing K1 term (dS^T Qk or A^T dO), a
+    softmax backward without the row correction, or a dropout mask applied on one side only. Through the ones column
+    of ``with_ones`` the last output column is the row sum of the dropped attention."""
+    from zoo.craft.model import _FoldedCore, with_ones
 
     g = torch.Generator().manual_seed(0)
-    qk = torch.randn(3, 4, 5, dtype=torch.float64, generator=g, requires_grad=True)
-    kv = torch.randn(3, 6, 5, dtype=torch.float64, generator=g, requires_grad=True)
-    bias = torch.randn(3, 4, 6, dtype=torch.float64, generator=g, requires_grad=True)
+    qk = torch.randn(3, 4, 6, dtype=torch.float64, generator=g, requires_grad=True)
+    kv = with_ones(torch.randn(3, 6, 5, dtype=torch.float64, generator=g)).requires_grad_()
     drop = (torch.rand(3, 4, 6, dtype=torch.float64, generator=g) > 0.3).double() / 0.7
-    for mask in (None, drop):
-        assert torch.autograd.gradcheck(lambda a, b, c, m=mask: _FoldedCore.apply(a, b, c, m), (qk, kv, bias))
-        attn = torch.softmax(qk @ kv.transpose(1, 2) + bias, -1) * (1 if mask is None else mask)
-        out, rowsum = _FoldedCore.apply(qk, kv, bias, mask)
-        torch.testing.assert_close(out, attn @ kv)
-        torch.testing.assert_close(rowsum, attn.sum(-1))
+    for bias_shape in ((3, 4, 6), (3, 1, 6)):
+        bias = torch.randn(*bias_shape, dtype=torch.float64, generator=g, requires_grad=True)
+        for mask in (None, drop):
+            assert torch.autograd.gradcheck(lambda a, b, c, m=mask: _FoldedCore.apply(a, b, c, m), (qk, kv, bias))
+            attn = torch.softmax(qk @ kv.transpose(1, 2) + bias, -1) * (1 if mask is None else mask)
+            out = _FoldedCore.apply(qk, kv, bias, mask)
+            torch.testing.assert_close(out, attn @ kv)
+            torch.testing.assert_close(out[..., -1], attn.sum(-1))
 
 
 def test_keep_mask_rate_scale_and_seeding() -> None:

@@ -37,6 +37,7 @@ __all__ = [
     "map_ids",
     "num_embeddings_for",
     "repeat_counts",
+    "with_ones",
 ]
 
 #: Additive attention mask on padding keys (official value; not ``-inf``, so an all-padding window stays finite).
@@ -105,13 +106,23 @@ class FastDropout(nn.Dropout):
         return x * keep_mask(tuple(x.shape), self.p, x.dtype)
 
 
-class _FoldedCore(torch.autograd.Function):
-    """Folded attention core with a hand-written backward: returns ``(A K0, rowsum(A))``, ``A = Drop(softmax(S))``.
+def with_ones(kv: Tensor) -> Tensor:
+    """``[K0 | 1]``: the key window with a column of ones appended, ``(B, L, d+1)`` (the folded path's input).
 
-    ``S = Qk K0^T + bias`` (scale and key mask already in ``Qk`` and ``bias``).
+    Through the ones column one product gives both ``A K0`` and ``rowsum(A)`` (its last column), and the query-side
+    key bias ``q_h . bk_h`` rides in the scores as an ordinary coordinate (see :meth:`CRAFTLayer._folded`).
+    """
+    return torch.cat([kv, kv.new_ones(*kv.shape[:-1], 1)], dim=-1)
+
+
+class _FoldedCore(torch.autograd.Function):
+    """Folded attention core with a hand-written backward: returns ``A K1``, ``A = Drop(softmax(Qk K1^T + bias))``.
+
+    ``K1 = [K0 | 1]`` (:func:`with_ones`), so the result's last column is ``rowsum(A)``; the scale is already in
+    ``Qk`` and the key mask in ``bias`` (broadcast over rows).
     Autograd's generic backward for the two batched products runs four (B, small, small) ``bmm`` calls, two of them
-    with an inner dimension of ``C*h`` (4 in training) and a transposed result accumulated into ``K0``'s gradient
-    with a strided add; here the two ``K0`` gradient terms are one ``bmm`` over the concatenated ``[dS ; A]`` and
+    with an inner dimension of ``C*h`` (4 in training) and a transposed result accumulated into ``K1``'s gradient
+    with a strided add; here the two ``K1`` gradient terms are one ``bmm`` over the concatenated ``[dS ; A]`` and
     ``[Qk ; dO]`` (inner dimension ``2*C*h``), written contiguous. ``tests/craft/test_model.py`` checks it with
     ``gradcheck`` against autograd.
     """
@@ -119,24 +130,28 @@ class _FoldedCore(torch.autograd.Function):
     @staticmethod
     def forward(  # noqa: D102 -- see the class docstring
         ctx: Any, qk: Tensor, kv: Tensor, bias: Tensor, mask: Tensor | None
-    ) -> tuple[Tensor, Tensor]:
+    ) -> Tensor:
         attn = torch.softmax(torch.baddbmm(bias, qk, kv.transpose(1, 2)), dim=-1)  # (B, R, L)
         dropped = attn if mask is None else attn * mask
         ctx.save_for_backward(qk, kv, attn, dropped, mask)
-        return torch.bmm(dropped, kv), dropped.sum(-1)
+        ctx.bias_shape = bias.shape
+        return torch.bmm(dropped, kv)
 
     @staticmethod
     def backward(  # noqa: D102 -- see the class docstring
-        ctx: Any, grad_out: Tensor, grad_sum: Tensor
-    ) -> tuple[Tensor, Tensor, Tensor, None]:
+        ctx: Any, grad_out: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor | None, None]:
         qk, kv, attn, dropped, mask = ctx.saved_tensors
-        grad_dropped = torch.baddbmm(grad_sum.unsqueeze(-1), grad_out, kv.transpose(1, 2))
+        grad_dropped = torch.bmm(grad_out, kv.transpose(1, 2))
         grad_attn = grad_dropped if mask is None else grad_dropped * mask
         grad_scores = attn * (grad_attn - (grad_attn * attn).sum(-1, keepdim=True))  # softmax backward
         grad_qk = torch.bmm(grad_scores, kv)
         left = torch.cat([grad_scores, dropped], dim=1).transpose(1, 2)  # (B, L, 2R)
         grad_kv = torch.bmm(left, torch.cat([qk, grad_out], dim=1))  # dS^T Qk + A^T dO in one product
-        return grad_qk, grad_kv, grad_scores, None
+        grad_bias = None
+        if ctx.needs_input_grad[2]:  # the key mask is a constant in CRAFTNet; kept general for gradcheck
+            grad_bias = grad_scores.sum_to_size(ctx.bias_shape)
+        return grad_qk, grad_kv, grad_bias, None
 
 
 class CRAFTLayer(nn.Module):
@@ -199,7 +214,8 @@ class CRAFTLayer(nn.Module):
 
         Args:
             q: candidate queries ``(B, C, d)``.
-            kv: key/value window ``K0`` ``(B, L, d)``; projected once, shared by all ``C`` candidates.
+            kv: key/value window ``K0`` ``(B, L, d)``, or ``[K0 | 1]`` ``(B, L, d+1)`` (:func:`with_ones`, which
+                :class:`CRAFTNet` builds once for all layers when they fold); shared by all ``C`` candidates.
             mask: additive key mask ``(B, 1, 1, L)`` (0 for real keys, :data:`MASK_VALUE` for padding).
 
         Returns:
@@ -209,7 +225,8 @@ class CRAFTLayer(nn.Module):
         h, dh = self.heads, self.head_dim
         p = self.attn_dropout if self.training else 0.0
         if self.use_fold(c, kv.shape[1]):
-            return self._folded(q, kv, mask, p)
+            return self._folded(q, kv if kv.shape[-1] == self.d + 1 else with_ones(kv), mask, p)
+        kv = kv[..., : self.d]
         qh = self.wq(q).view(b, c, h, dh).transpose(1, 2)  # (B,h,C,dh)
         kh = self.wk(kv).view(b, -1, h, dh).transpose(1, 2)  # (B,h,L,dh): never (B*C, L, d)
         vh = self.wv(kv).view(b, -1, h, dh).transpose(1, 2)
@@ -226,35 +243,33 @@ class CRAFTLayer(nn.Module):
         fold = 2 * c * self.d * self.d + 2 * c * self.heads * length * self.d
         return fold < project
 
-    def _folded(self, q: Tensor, kv: Tensor, mask: Tensor, p: float) -> Tensor:
+    def _folded(self, q: Tensor, kv1: Tensor, mask: Tensor, p: float) -> Tensor:
         """The attention sublayer with every projection folded around ``K0``: ``(B, C, d)``, equal to the other path.
 
-        Per head h (``Wq_h, Wk_h, Wv_h`` the head's rows, ``Wo_h`` its columns):
-        scores_h = (Q Wq_h^T + bq_h) Wk_h K0^T + (Q Wq_h^T + bq_h) . bk_h, so one ``Q @ [Wq_h^T Wk_h]_h`` GEMM gives
-        every head's query in K0's space (the key bias is a per-row constant, kept so every parameter is used);
-        out = sum_h (A_h K0) Wv_h^T Wo_h^T + (sum_j A_h) bv_h Wo_h^T + bo, one GEMM over ``[A_h K0]_h``; the explicit
-        row sums matter because dropout on A leaves them != 1. No (B, L, d) tensor is projected or copied.
+        With ``x1 = [x | 1]`` for any row ``x`` and ``K1 = [K0 | 1]`` (``kv1``), head h's scores are
+        ``(q Wq_h^T + bq_h)(K0 Wk_h^T + bk_h)^T = q1 Fin_h K1^T`` with ``Fin_h = [Wq_h^T ; bq_h] [Wk_h | bk_h]``
+        (``(d+1, d+1)``; the key bias gives a per-row constant, kept so every parameter is used), so one
+        ``Q @ [Fin_h]_h`` GEMM gives every head's query in ``K1``'s space. The output is
+        ``sum_h (A_h K1) Fout_h + bo`` with ``Fout_h = [Wv_h^T ; bv_h] Wo_h^T`` (``(d+1, d)``): the last column of
+        ``A_h K1`` is ``rowsum(A_h)``, which multiplies the value bias and is not 1 under dropout on ``A``. No
+        ``(B, L, d)`` tensor is projected; the two fold matrices are one small ``bmm`` each.
         """
         b, c, d = q.shape
         h, dh = self.heads, self.head_dim
-        wq, bq = self.wq.weight.view(h, dh, d), self.wq.bias.view(h, dh)
-        wk, bk = self.wk.weight.view(h, dh, d), self.wk.bias.view(h, dh)
-        wv, bv = self.wv.weight.view(h, dh, d), self.wv.bias.view(h, dh)
-        wo = self.wo.weight.view(d, h, dh)
-        to_key = torch.einsum("hed,hef->dhf", wq, wk).reshape(d, h * d)  # [Wq_h^T Wk_h]_h
-        key_bias = torch.einsum("hed,he->dh", wq, bk)  # [Wq_h^T bk_h]_h
+        qside = torch.cat([self.wq.weight.view(h, dh, d), self.wq.bias.view(h, dh, 1)], dim=-1)  # (h, dh, d+1)
+        kside = torch.cat([self.wk.weight.view(h, dh, d), self.wk.bias.view(h, dh, 1)], dim=-1)
+        fold_in = torch.bmm(qside.transpose(1, 2), kside)  # (h, d+1, d+1): [Fin_h]_h
+        to_key = fold_in[:, :d].transpose(0, 1).reshape(d, h * (d + 1))
         scale = dh**-0.5
-        flat = q.reshape(b * c, d)
-        qk = torch.addmm(torch.einsum("he,hef->hf", bq, wk).reshape(-1), flat, to_key, alpha=scale, beta=scale)
-        const = torch.addmm((bq * bk).sum(-1), flat, key_bias, alpha=scale, beta=scale)  # (B*C, h): q_h . bk_h
-        bias = const.view(b, c * h, 1) + mask.view(b, 1, -1)  # rows ordered (candidate, head)
-        drop = keep_mask((b, c * h, kv.shape[1]), p, q.dtype) if p > 0.0 and q.device.type == "cpu" else None
+        qk = torch.addmm(fold_in[:, d].reshape(-1), q.reshape(b * c, d), to_key, alpha=scale, beta=scale)
+        length = kv1.shape[1]
+        drop = keep_mask((b, c * h, length), p, q.dtype) if p > 0.0 and q.device.type == "cpu" else None
         if p > 0.0 and drop is None:
-            drop = F.dropout(torch.ones_like(bias.expand(-1, -1, kv.shape[1])), p)
-        ak, rowsum = _FoldedCore.apply(qk.view(b, c * h, d), kv, bias, drop)  # (B, C*h, d), (B, C*h)
-        from_value = torch.einsum("hed,fhe->hdf", wv, wo).reshape(h * d, d)  # [Wv_h^T Wo_h^T]_h
-        value_bias = torch.einsum("he,fhe->hf", bv, wo)  # [bv_h Wo_h^T]_h
-        out = torch.addmm(self.wo.bias, ak.reshape(b * c, h * d), from_value) + rowsum.view(b * c, h) @ value_bias
+            drop = F.dropout(torch.ones(b, c * h, length, dtype=q.dtype, device=q.device), p)
+        ak = _FoldedCore.apply(qk.view(b, c * h, d + 1), kv1, mask.view(b, 1, length), drop)  # rows (cand, head)
+        vside = torch.cat([self.wv.weight.view(h, dh, d), self.wv.bias.view(h, dh, 1)], dim=-1)
+        fold_out = torch.bmm(vside.transpose(1, 2), self.wo.weight.view(d, h, dh).permute(1, 2, 0))  # (h, d+1, d)
+        out = torch.addmm(self.wo.bias, ak.reshape(b * c, h * (d + 1)), fold_out.view(h * (d + 1), d))
         return out.view(b, c, d)
 
     def ffn(self, q: Tensor) -> Tensor:
@@ -266,7 +281,7 @@ class CRAFTLayer(nn.Module):
 
         Args:
             q: candidate queries ``(B, C, d)``.
-            kv: key/value window ``K0`` ``(B, L, d)``.
+            kv: key/value window ``K0`` ``(B, L, d)`` or ``[K0 | 1]`` ``(B, L, d+1)`` (see :meth:`attention`).
             mask: additive key mask ``(B, 1, 1, L)``.
 
         Returns:
@@ -474,6 +489,8 @@ class CRAFTNet(nn.Module):
         kv = self.encode_keys(hist, key_dt)
         mask = self.key_mask(hist)
         q = self.encode_queries(cand)
+        if any(layer.use_fold(cand.shape[1], hist.shape[1]) for layer in self.layers):
+            kv = with_ones(kv)  # once for every layer (the projecting path reads its first d columns)
         for layer in self.layers:
             q = layer(q, kv, mask)
         feats = [q]
