@@ -21,13 +21,22 @@ TINY_DATA = [
     "--data.init_args.n_items=80",
     "--data.init_args.num_eval_negatives=20",
 ]
+#: A small pretraining corpus for TSFM plumbing tests (the default is 4,096 series).
+TINY_CORPUS = ["--data.init_args.num_series=96", "--data.init_args.val_series=16", "--data.init_args.val_windows=32"]
 #: The documented tiny CRAFT size.
 TINY_CRAFT = ["--model.init_args.d=16", "--model.init_args.L=8", "--model.init_args.num_layers=1"]
 
 
+@pytest.fixture(scope="session")
+def zoo_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One ``$ZOO_CACHE`` per test session: generated corpora and recipe checkpoints are built once per run."""
+    return tmp_path_factory.mktemp("zoo_cache")
+
+
 @pytest.fixture(autouse=True)
-def _hermetic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for key, value in {"WANDB_MODE": "disabled", "WANDB_DIR": str(tmp_path), "HF_HUB_OFFLINE": "1"}.items():
+def _hermetic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, zoo_cache: Path) -> None:
+    env = {"WANDB_MODE": "disabled", "WANDB_DIR": str(tmp_path), "HF_HUB_OFFLINE": "1", "ZOO_CACHE": str(zoo_cache)}
+    for key, value in env.items():
         monkeypatch.setenv(key, value)
     monkeypatch.chdir(tmp_path)  # a stray ./config.yaml or lightning_logs/ lands in tmp_path, never the repo
     torch.hub.set_dir(str(tmp_path / "hub"))

@@ -28,6 +28,8 @@ class ZooCLI(LightningCLI):
         parser.link_arguments("data.num_nodes", "model.init_args.num_nodes", apply_on="instantiate")
         parser.link_arguments("data.dst_min", "model.init_args.dst_min", apply_on="instantiate")
         parser.link_arguments("data.vocab_size", "model.init_args.vocab_size", apply_on="instantiate")
+        parser.link_arguments("data.context_length", "model.init_args.context_length", apply_on="instantiate")
+        parser.link_arguments("data.horizon", "model.init_args.horizon", apply_on="instantiate")
         parser.add_argument(
             "--threads",
             type=int | None,

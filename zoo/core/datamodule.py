@@ -24,6 +24,10 @@ class ZooDataModule(LightningDataModule):
     dst_min: int | None = None
     #: Tokenizer vocabulary size of text data, linked into ``model.init_args.vocab_size``.
     vocab_size: int | None = None
+    #: Input window length of forecasting data, linked into ``model.init_args.context_length``.
+    context_length: int | None = None
+    #: Forecast length of forecasting data, linked into ``model.init_args.horizon``.
+    horizon: int | None = None
 
 
 def require(datamodule: Any, method: str, who: str = "this callback") -> Any:

@@ -14,6 +14,7 @@ from lightning.pytorch import LightningModule
 from torch import Tensor
 
 from zoo.core.pretrained import load_pretrained
+from zoo.core.structure import STRUCTURE_KEY, apply_structure
 
 # ZooModule overrides transfer_batch_to_device only to skip the CPU walk; Lightning's notice about it is noise.
 warnings.filterwarnings("ignore", message=r"You have overridden `transfer_batch_to_device`")
@@ -52,11 +53,17 @@ class ZooModule(LightningModule, ABC):
         self.lr, self.weight_decay = lr, weight_decay
         self._drop_foreign_hparams()
         self.extra_loss_terms: dict[str, LossTerm] = {}
+        #: Set by a callback that drives the step itself (manual optimisation, e.g. pruning scores): when not ``None``,
+        #: :meth:`training_step` returns ``step_override(self, batch, batch_idx)``.
+        self.step_override: Callable[[ZooModule, Any, int], Tensor | None] | None = None
+        #: Bookkeeping of a structural change of ``self.model`` (e.g. a pruned-and-merged network), primitives only;
+        #: written into checkpoints so loading rebuilds the changed shapes first (see ``zoo.core.structure``).
+        self.structure: dict[str, Any] | None = None
         self.configure_models()
         self.configure_losses()
         self.configure_metrics()
         if pretrained is not None:
-            load_pretrained(self.model, pretrained)
+            load_pretrained(self.model, pretrained, on_structure=lambda s: setattr(self, "structure", s))
 
     @classmethod
     def load_from_checkpoint(  # type: ignore[override]
@@ -100,7 +107,9 @@ class ZooModule(LightningModule, ABC):
         return int(batch.shape[0]) if isinstance(batch, Tensor) else 1
 
     def training_step(self, batch: Any, batch_idx: int) -> Tensor | None:
-        """Sum the method's loss and the callbacks' extra terms, logging each."""
+        """Sum the method's loss and the callbacks' extra terms, logging each (or run ``step_override``)."""
+        if self.step_override is not None:
+            return self.step_override(self, batch, batch_idx)
         out = self.compute_loss(batch)
         if out is None:
             return None
@@ -136,6 +145,21 @@ class ZooModule(LightningModule, ABC):
         fused = all(p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in params)
         kind = {"fused": True} if fused else {"foreach": True}
         return torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay, **kind)
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Store :attr:`structure` (when set) so a load rebuilds the changed shapes before the weights."""
+        if self.structure is not None:
+            checkpoint[STRUCTURE_KEY] = self.structure
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Rebuild a structurally changed ``self.model`` (Lightning calls this before ``load_state_dict``)."""
+        structure = checkpoint.get(STRUCTURE_KEY)
+        if structure is None or structure == self.structure:
+            return
+        if self.structure is not None:  # another change already applied: back to the configured network first
+            self.configure_models()
+        apply_structure(self.model, structure)
+        self.structure = structure
 
     def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
         """Skip Lightning's recursive walk over the batch when it already lives on the CPU device."""

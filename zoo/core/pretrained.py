@@ -2,12 +2,74 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
+import random
+import tempfile
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
+
+from zoo.core.structure import STRUCTURE_KEY, apply_structure
+
+#: Repository root (configs/ lives here), for recipe paths given relative to it.
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def cache_dir(*parts: str) -> Path:
+    """``$ZOO_CACHE/<parts>`` (default ``~/.cache/zoo``), created."""
+    path = Path(os.environ.get("ZOO_CACHE", Path.home() / ".cache" / "zoo")).joinpath(*parts)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _find(source: str) -> Path:
+    """``source`` as given, else relative to the repository root (recipes named as ``configs/...``)."""
+    path = Path(source)
+    if not path.exists() and not path.is_absolute() and (ROOT / path).exists():
+        return ROOT / path
+    return path
+
+
+def recipe_checkpoint(recipe: str | Path) -> Path:
+    """The checkpoint a training config produces: ``zoo fit -c <recipe>`` run once in-process, then cached.
+
+    The cache key is the recipe's text (``$ZOO_CACHE/pretrained/<stem>-<sha256[:16]>.ckpt``); the file is written
+    then renamed, so parallel jobs never read a partial one. Global RNG states and the torch thread count are
+    restored afterwards, so the calling run is the same whether the checkpoint was cached or not.
+
+    Args:
+        recipe: a zoo YAML config (e.g. ``configs/prune_finetune/pretrain.yaml``).
+
+    Returns:
+        Path of the cached Lightning checkpoint (the weights at the end of the fit).
+    """
+    path = _find(str(recipe))
+    if not path.is_file():
+        raise FileNotFoundError(f"pretrained={str(recipe)!r}: no such recipe file (looked in . and {ROOT})")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    out = cache_dir("pretrained") / f"{path.stem}-{digest}.ckpt"
+    if out.exists():
+        return out
+    from zoo.cli import main  # the CLI imports this module: import on use
+
+    states = (random.getstate(), np.random.get_state(), torch.get_rng_state(), torch.get_num_threads())
+    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+        cli = main(["-c", str(path), "--trainer.logger=false", f"--trainer.default_root_dir={tmp}"], run=False)
+        cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+        part = Path(tmp) / "last.ckpt"
+        cli.trainer.save_checkpoint(part)
+        os.replace(part, out)
+    random.setstate(states[0])
+    np.random.set_state(states[1])
+    torch.set_rng_state(states[2])
+    torch.set_num_threads(states[3])
+    return out
 
 
 def drop_shape_mismatches(net: nn.Module, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -34,18 +96,31 @@ def log_missing_unexpected(source: str, result: Any) -> None:
         warnings.warn(f"pretrained={source!r}: unexpected keys (ignored): {list(result.unexpected_keys)}", stacklevel=3)
 
 
-def load_pretrained(net: nn.Module, source: str, prefix: str = "model.") -> Any:
-    """Load weights into ``net`` from a Lightning checkpoint, a plain state dict or a local Hugging Face folder.
+def load_pretrained(
+    net: nn.Module,
+    source: str,
+    prefix: str = "model.",
+    on_structure: Callable[[dict[str, Any]], None] | None = None,
+) -> Any:
+    """Load weights into ``net`` from a checkpoint, a state dict, a local Hugging Face folder or a recipe.
+
+    A recipe is a ``.yaml`` zoo config, trained once and cached by :func:`recipe_checkpoint`.
+
+    A checkpoint of a structurally changed network (``zoo_structure``, e.g. pruned and merged) first reshapes
+    ``net`` to match.
 
     Args:
         net: the network to fill (``self.model`` of a module).
         source: a local path; a hub id is refused since the zoo never downloads.
         prefix: the prefix stripped from checkpoint keys (Lightning stores ``model.<key>``).
+        on_structure: called with the checkpoint's structure record when it has one.
 
     Returns:
         The ``load_state_dict`` result (missing and unexpected keys), or the hook's result for a folder.
     """
-    path = Path(source)
+    path = _find(source)
+    if path.suffix in (".yaml", ".yml"):
+        path = recipe_checkpoint(path)
     if not path.exists():
         raise FileNotFoundError(f"pretrained={source!r}: no such local file or folder (the zoo never downloads)")
     if path.is_dir():
@@ -55,6 +130,10 @@ def load_pretrained(net: nn.Module, source: str, prefix: str = "model.") -> Any:
     blob = torch.load(path, map_location="cpu", weights_only=True)
     if not isinstance(blob, dict):
         raise ValueError(f"pretrained={source!r}: expected a checkpoint or a state dict, found {type(blob).__name__}")
+    if blob.get(STRUCTURE_KEY) is not None:
+        apply_structure(net, blob[STRUCTURE_KEY])
+        if on_structure is not None:
+            on_structure(blob[STRUCTURE_KEY])
     raw = blob.get("state_dict", blob)
     state = {k.removeprefix(prefix): v for k, v in raw.items() if isinstance(v, torch.Tensor)}
     result = net.load_state_dict(drop_shape_mismatches(net, state), strict=False)

@@ -18,6 +18,14 @@ METHODS: dict[str, dict[str, str]] = {
         "status": "in progress",  # classifier side + callback; LM side open (issue #3)
         "config": "configs/uam/default.yaml",
     },
+    "prune_finetune": {
+        "module": "zoo.prune_finetune.module.TSFMModule",
+        "datamodule": "datamodules.ltsf.LTSFDataModule",
+        "paper": "Less is More: Unlocking Specialization of Time Series Foundation Models via Structured Pruning "
+        "(NeurIPS 2025)",
+        "status": "in progress",  # issue #4
+        "config": "configs/prune_finetune/default.yaml",
+    },
 }
 
 #: Short class name -> full class path, so ``--model CRAFTModule`` works without importing every method up front.
@@ -32,4 +40,8 @@ CLASSES: dict[str, str] = {
     "UnlearnLMModule": "zoo.uam.module.UnlearnLMModule",
     "LMUnlearningDataModule": "datamodules.lm_unlearning.LMUnlearningDataModule",
     "UnlearningCallback": "callbacks.unlearning.UnlearningCallback",
+    "TSFMModule": "zoo.prune_finetune.module.TSFMModule",
+    "LTSFDataModule": "datamodules.ltsf.LTSFDataModule",
+    "TSFMPretrainDataModule": "datamodules.synthetic_tsfm.TSFMPretrainDataModule",
+    "PruneThenFinetune": "callbacks.prune_finetune.PruneThenFinetune",
 }

@@ -1,0 +1,149 @@
+"""Merged vs dense vs masked PatchTST inference, and a prune step vs a plain training step, in one process.
+
+The card's Performance section: prune the pretrained TSFM on taylor with ``target_channel_fraction: 0.5`` (exactly
+50% of the scored entries removed), merge, then time a forward pass of 1,024 windows under ``inference_mode`` on two
+threads (5 warm-up calls, median of 20) for the merged model, the unpruned dense model and the masked (unmerged) one.
+Target: merged >= 1.5x faster than dense; the masked model must not be faster than dense (sanity). Also one prune
+micro-step (scored forward + backward with per-sample mask copies) against a plain forward + backward at batch 64
+(target <= 3x), and analytic MACs per window.
+
+    python benchmarks/prune_finetune_speed.py [--pretrained configs/prune_finetune/pretrain.yaml] [--repeats 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import yaml
+from torch import nn
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / "configs" / "prune_finetune" / "default.yaml"
+QUIET = ["--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.enable_progress_bar=false",
+         "--trainer.enable_model_summary=false", "--trainer.logger=false", "--trainer.enable_checkpointing=false",
+         "--trainer.num_sanity_val_steps=0", "--trainer.callbacks=null"]  # fmt: skip
+
+
+def timed(fn: Callable[[], object], repeats: int, warmup: int = 5) -> float:
+    """Median seconds per call."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def macs_per_window(model: nn.Module, x: torch.Tensor) -> float:
+    """Multiply-accumulates per window: every Linear plus the attention products (counted by hooks)."""
+    total = [0.0]
+
+    def linear(module: nn.Module, args: tuple, out: torch.Tensor) -> None:
+        weight = module.weight
+        total[0] += args[0].numel() / args[0].shape[-1] * weight.shape[0] * weight.shape[1]
+
+    def attention(module: nn.Module, args: tuple, kwargs: dict, out: object) -> None:
+        hidden = kwargs.get("hidden_states", args[0] if args else None)
+        heads = getattr(module, "num_heads", 0)
+        qk = getattr(module, "qk_head_dim", getattr(module, "head_dim", 0))
+        v = getattr(module, "v_head_dim", getattr(module, "head_dim", 0))
+        if hidden is not None and heads:
+            b, n = hidden.shape[0], hidden.shape[1]
+            total[0] += b * heads * n * n * (qk + v)
+
+    handles = []
+    for module in model.modules():
+        if isinstance(module, nn.Linear):
+            handles.append(module.register_forward_hook(linear))
+        if type(module).__name__ in ("PatchTSTAttention", "MergedAttention"):
+            handles.append(module.register_forward_hook(attention, with_kwargs=True))
+    with torch.inference_mode():
+        model(x)
+    for handle in handles:
+        handle.remove()
+    return total[0] / x.shape[0]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pretrained", default="configs/prune_finetune/pretrain.yaml", help="checkpoint or recipe")
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--fraction", type=float, default=0.5, help="target_channel_fraction")
+    args = parser.parse_args()
+    sys.argv[1:] = []
+    from callbacks.prune_finetune import PruneThenFinetune
+    from zoo.cli import main as zoo_main
+    from zoo.prune_finetune.merge import param_count
+    from zoo.prune_finetune.module import TSFMModule
+    from zoo.prune_finetune.spec import install_masks
+
+    torch.set_num_threads(1)  # pruning itself on one thread; timing below on --threads
+    cli = zoo_main(["-c", str(CONFIG), *QUIET, f"--model.init_args.pretrained={args.pretrained}"], run=False)
+    config = yaml.safe_load(CONFIG.read_text())
+    (cb_args,) = [c["init_args"] for c in config["trainer"]["callbacks"] if "PruneThenFinetune" in c["class_path"]]
+    cb = PruneThenFinetune(**{**cb_args, "target_channel_fraction": args.fraction, "finetune": False})
+    cli.trainer.callbacks.append(cb)
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    merged = cli.model.model.eval()
+    hparams = {k: v for k, v in cli.model.hparams.items() if not k.startswith("_")}
+    dense = TSFMModule(**hparams).model.eval()
+    dense.load_state_dict(TSFMModule(**hparams).model.state_dict())  # weights do not change the timing
+    masked = TSFMModule(**hparams).model.eval()
+    install_masks(masked, {k: m.float() for k, m in cb.mask.items()})
+    removed = 1.0 - cb.remaining_fraction()
+
+    torch.set_num_threads(args.threads)
+    x = torch.randn(1024, merged.config.context_length)
+    results = {}
+    for name, model in (("dense", dense), ("masked", masked), ("merged", merged)):
+        with torch.inference_mode():
+            results[name] = timed(lambda m=model: m(x), args.repeats)
+    print(f"PatchTST d={merged.config.d_model} layers={merged.config.num_hidden_layers}, batch 1024 windows, "
+          f"{args.threads} threads, scored entries removed {removed:.1%}")  # fmt: skip
+    for name in results:
+        print(f"  {name:<7} {results[name] * 1e3:8.2f} ms / batch")
+    print(f"  params: dense {param_count(dense):,} (blocks {param_count(dense, blocks_only=True):,}), merged "
+          f"{param_count(merged):,} (blocks {param_count(merged, blocks_only=True):,})")  # fmt: skip
+    small = x[:8]
+    print(f"  MACs/window: dense {macs_per_window(dense, small):,.0f}, merged {macs_per_window(merged, small):,.0f}")
+    print(f"merged/dense speed-up: {results['dense'] / results['merged']:.2f}x (target >= 1.5x)")
+    print(f"masked/dense time: {results['masked'] / results['dense']:.2f}x (sanity: >= ~1, masking is not pruning)")
+
+    # one prune micro-step vs a plain forward + backward, batch 64, one thread
+    torch.set_num_threads(1)
+    batch = {"x": torch.randn(64, merged.config.context_length), "y": torch.randn(64, merged.config.prediction_length)}
+    plain = TSFMModule(**hparams)
+    plain.model.eval()
+
+    def plain_step() -> None:
+        plain.zero_grad(set_to_none=True)
+        plain.compute_loss(batch)["loss"].backward()
+
+    scorer = TSFMModule(**hparams)
+    scorer.requires_grad_(False)
+    scorer.model.eval()
+    probe = PruneThenFinetune(**{**cb_args, "finetune": False})
+    probe.attach(scorer.model)
+
+    def prune_micro_step() -> None:
+        with probe.scoring():
+            loss = scorer.compute_loss(batch)["loss"]
+        probe.accumulate(loss, 64)
+        probe.grad, probe.pending = {}, 0
+
+    t_plain, t_prune = timed(plain_step, args.repeats), timed(prune_micro_step, args.repeats)
+    print(f"prune micro-step / plain forward+backward (batch 64, 1 thread): {t_prune / t_plain:.2f}x (target <= 3x)"
+          f"  [{t_prune * 1e3:.1f} vs {t_plain * 1e3:.1f} ms]")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,202 @@
+"""Less is More: Unlocking Specialization of Time Series Foundation Models via Structured Pruning (NeurIPS 2025).
+
+Prune-then-Finetune: a pretrained time-series foundation model (TSFM) is structurally pruned to the sub-network the
+target task uses (per-sample Fisher channel scores, one global threshold, a progressive schedule on frozen weights),
+merged into a physically smaller dense model, then fine-tuned. :class:`TSFMModule` is the zoo's TSFM (transformers'
+PatchTST, pretrained inside the zoo on a synthetic multi-domain corpus); the mechanism is the shared callback
+``callbacks.prune_finetune.PruneThenFinetune``, which works on any zoo module whose ``model`` holds PatchTST
+encoder layers.
+
+Example:
+    >>> from zoo.prune_finetune.module import TSFMModule
+    >>> module = TSFMModule(context_length=64, horizon=16, d_model=16, num_layers=1, heads=2, ffn_dim=32,
+    ...                     patch_length=8, patch_stride=8, eval_horizons=[8, 16])
+    >>> import torch
+    >>> module.model(torch.randn(3, 64)).shape
+    torch.Size([3, 16])
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar, Literal
+
+import torch
+from torch import Tensor
+
+from zoo.core.module import ZooModule
+from zoo.prune_finetune.model import Forecaster, horizon_errors, mse, patchtst_config
+
+Split = Literal["val", "test"]
+
+
+class TSFMModule(ZooModule):
+    """PatchTST forecaster: MSE training on ``{"x": (B, L), "y": (B, H)}`` batches; MSE/MAE per horizon.
+
+    Validation and test log ``<split>/mse@h`` and ``<split>/mae@h`` over the first ``h`` steps of each forecast for
+    every ``h`` in ``eval_horizons`` (the card's ``horizon_mode: truncate``: one H-step model scored on its first
+    24/48/96 steps), and their means over the horizons as ``<split>/mse`` and ``<split>/mae`` (the monitored
+    value), in the datamodule's normalised space.
+
+    Args:
+        context_length: input window L (linked from the datamodule).
+        horizon: forecast length H (linked from the datamodule).
+        d_model: hidden size.
+        num_layers: encoder layers.
+        heads: attention heads.
+        ffn_dim: FFN inner size.
+        patch_length: patch length.
+        patch_stride: patch stride.
+        norm_type: ``batchnorm`` or ``layernorm``.
+        pre_norm: normalise before each sub-layer.
+        scaling: per-window scaling inside PatchTST (``std``, ``mean`` or ``none``).
+        dropout: attention, FFN, positional and head dropout.
+        activation: FFN activation.
+        eval_horizons: horizons scored at validation and test (each ``<= horizon``).
+        optimizer: ``adam`` (fine-tuning, official) or ``adamw`` (pretraining recipe).
+        lr: learning rate.
+        weight_decay: weight decay.
+        lr_schedule: ``constant``; ``cosine`` (per step, linear warm-up over ``warmup_steps``, to 0 at the last
+            step); ``type1`` (official fine-tuning schedule: constant for 3 epochs, then x0.9 per epoch).
+        warmup_steps: warm-up steps of ``cosine``.
+        pretrained: a checkpoint, state dict, local Hugging Face ``PatchTSTForPrediction`` folder, or a training
+            recipe such as ``configs/prune_finetune/pretrain.yaml`` (trained once, cached).
+    """
+
+    monitor: ClassVar[str] = "val/mse"
+    mode: ClassVar[Literal["min", "max"]] = "min"
+    name: ClassVar[str] = "prune_finetune"
+
+    def __init__(
+        self,
+        context_length: int = 336,
+        horizon: int = 96,
+        d_model: int = 64,
+        num_layers: int = 3,
+        heads: int = 4,
+        ffn_dim: int = 256,
+        patch_length: int = 16,
+        patch_stride: int = 16,
+        norm_type: Literal["batchnorm", "layernorm"] = "batchnorm",
+        pre_norm: bool = True,
+        scaling: Literal["std", "mean", "none"] = "std",
+        dropout: float = 0.0,
+        activation: Literal["gelu", "relu"] = "gelu",
+        eval_horizons: list[int] | None = None,
+        optimizer: Literal["adam", "adamw"] = "adam",
+        lr: float = 1e-4,
+        weight_decay: float = 0.0,
+        lr_schedule: Literal["constant", "cosine", "type1"] = "type1",
+        warmup_steps: int = 0,
+        pretrained: str | None = None,
+    ) -> None:
+        horizons = [24, 48, 96] if eval_horizons is None else list(eval_horizons)
+        horizons = [h for h in horizons if h <= horizon] if eval_horizons is None else horizons
+        if not horizons or any(h < 1 or h > horizon for h in horizons):
+            raise ValueError(f"--model.init_args.eval_horizons={eval_horizons}: each must be in [1, horizon={horizon}]")
+        if warmup_steps < 0:
+            raise ValueError(f"--model.init_args.warmup_steps={warmup_steps} must be >= 0")
+        self.eval_horizons = horizons
+        self.optimizer_name, self.lr_schedule, self.warmup_steps = optimizer, lr_schedule, warmup_steps
+        self._config = {
+            "context_length": context_length, "horizon": horizon, "d_model": d_model, "num_layers": num_layers,
+            "heads": heads, "ffn_dim": ffn_dim, "patch_length": patch_length, "patch_stride": patch_stride,
+            "norm_type": norm_type, "pre_norm": pre_norm, "scaling": scaling, "dropout": dropout,
+            "activation": activation,
+        }  # fmt: skip
+        self._sums: dict[str, Tensor] = {}
+        super().__init__(lr=lr, weight_decay=weight_decay, pretrained=pretrained)
+
+    def configure_models(self) -> None:
+        """Build the :class:`~zoo.prune_finetune.model.Forecaster` over PatchTST."""
+        self.model = Forecaster(patchtst_config(**self._config))
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Forecast ``(B, H)`` from context windows ``(B, L)``."""
+        return self.model(x)
+
+    def compute_loss(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+        """MSE of the direct multi-step forecast (the pretraining, fine-tuning and pruning-score loss)."""
+        return {"loss": mse(self.model(batch["x"]), batch["y"])}
+
+    # -- evaluation ---------------------------------------------------------------------------------------------
+    def _eval_start(self) -> None:
+        self._sums = {}
+
+    def _eval_step(self, batch: dict[str, Tensor]) -> None:
+        errors = horizon_errors(self.model(batch["x"]), batch["y"], self.eval_horizons)
+        errors["n"] = torch.tensor(float(batch["x"].shape[0]), dtype=torch.float64, device=self.device)
+        for key, value in errors.items():
+            self._sums[key] = self._sums.get(key, 0.0) + value.detach()
+
+    def _eval_end(self, split: Split) -> None:
+        if not self._sums:
+            return
+        sums = {k: self.trainer.strategy.reduce(v, reduce_op="sum") for k, v in self._sums.items()}
+        values: dict[str, Tensor] = {}
+        for h in self.eval_horizons:
+            denominator = sums["n"] * h
+            values[f"{split}/mse@{h}"] = (sums[f"se@{h}"] / denominator).float()
+            values[f"{split}/mae@{h}"] = (sums[f"ae@{h}"] / denominator).float()
+        values[f"{split}/mse"] = torch.stack([values[f"{split}/mse@{h}"] for h in self.eval_horizons]).mean()
+        values[f"{split}/mae"] = torch.stack([values[f"{split}/mae@{h}"] for h in self.eval_horizons]).mean()
+        self.log_dict(values)
+        self._sums = {}
+
+    def on_validation_epoch_start(self) -> None:
+        """Reset the error sums."""
+        self._eval_start()
+
+    def on_test_epoch_start(self) -> None:
+        """Reset the error sums."""
+        self._eval_start()
+
+    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+        """Accumulate squared and absolute errors per horizon."""
+        self._eval_step(batch)
+
+    def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+        """Accumulate squared and absolute errors per horizon."""
+        self._eval_step(batch)
+
+    def on_validation_epoch_end(self) -> None:
+        """Log ``val/mse@h``, ``val/mae@h`` and their means ``val/mse``, ``val/mae``."""
+        self._eval_end("val")
+
+    def on_test_epoch_end(self) -> None:
+        """Log ``test/mse@h``, ``test/mae@h`` and their means ``test/mse``, ``test/mae``."""
+        self._eval_end("test")
+
+    def predict_step(self, batch: dict[str, Tensor], batch_idx: int) -> dict[str, Tensor]:
+        """Forecasts (normalised space) with the batch's channel and start indices."""
+        out = {"forecast": self.model(batch["x"])}
+        for key in ("y", "channel", "start"):
+            if key in batch:
+                out[key] = batch[key]
+        return out
+
+    # -- optimisation -------------------------------------------------------------------------------------------
+    def configure_optimizers(self) -> Any:
+        """Adam or AdamW over the trainable parameters, with the configured schedule."""
+        params = [p for p in self.parameters() if p.requires_grad]
+        if not params:
+            return None
+        kind = torch.optim.AdamW if self.optimizer_name == "adamw" else torch.optim.Adam
+        fused = all(p.device.type in ("cpu", "cuda") for p in params)
+        opt = kind(params, lr=self.lr, weight_decay=self.weight_decay, **({"fused": True} if fused else {}))
+        if self.lr_schedule == "constant":
+            return opt
+        if self.lr_schedule == "type1":
+            sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda epoch: 0.9 ** max(0, epoch - 2))
+            return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "epoch"}}
+        total = max(int(self.trainer.estimated_stepping_batches), 1)
+        warm = self.warmup_steps
+
+        def cosine(step: int) -> float:
+            if step < warm:
+                return (step + 1) / warm
+            progress = min((step - warm) / max(total - warm, 1), 1.0)
+            return 0.5 * (1.0 + math.cos(math.pi * progress))
+
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, cosine)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
