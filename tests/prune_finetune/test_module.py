@@ -105,9 +105,16 @@ def test_cli_prune_merge_finetune_then_test_the_checkpoint(tmp_path: Path) -> No
     config = str(ROOT / "configs/prune_finetune/default.yaml")
     data = [f"--data.init_args.path={csv}", "--data.init_args.context_length=32", "--data.init_args.horizon=8",
             "--data.init_args.batch_size=16"]  # fmt: skip
-    common = ["-c", config, *QUIET, *TINY_ARGS, *data, "--model.init_args.pretrained=null",
-              f"--trainer.default_root_dir={tmp_path}",
-              "--trainer.callbacks.init_args.macro_batch_size=64"]  # fmt: skip (the last callback: PruneThenFinetune)
+    common = [
+        "-c",
+        config,
+        *QUIET,
+        *TINY_ARGS,
+        *data,
+        "--model.init_args.pretrained=null",
+        f"--trainer.default_root_dir={tmp_path}",
+        "--trainer.callbacks.init_args.macro_batch_size=64",
+    ]  # fmt: skip (the last callback: PruneThenFinetune)
     cli = main([*common], run=False)
     cli.trainer.fit(cli.model, datamodule=cli.datamodule)
     run = Path(cli.trainer.log_dir)
