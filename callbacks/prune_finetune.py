@@ -26,6 +26,7 @@ Module protocol (checked in ``setup``): ``model`` (holding PatchTST encoder laye
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import os
@@ -171,7 +172,8 @@ class PruneThenFinetune(Callback):
                 "--model.init_args.pretrained=<run dir>/pruned.ckpt --trainer.strategy=ddp`"
             )
         self.init_masks(pl_module.model)
-        pl_module.requires_grad_(False)
+        if trainer.world_size == 1:  # no optimizer gets built; under DDP (which refuses a module without trainable
+            pl_module.requires_grad_(False)  # parameters) the weights are frozen after wrapping, in on_fit_start
         pl_module.automatic_optimization = False
         pl_module.step_override = self.prune_step
 
@@ -179,6 +181,7 @@ class PruneThenFinetune(Callback):
         """Install the mask hooks on the module's device and derive the prune steps per epoch."""
         if self.phase != "prune":
             return
+        pl_module.requires_grad_(False)
         self.attach(pl_module.model)
         if self.steps_per_epoch_arg is not None:
             self._n_steps = self.steps_per_epoch_arg
@@ -423,9 +426,12 @@ class PruneThenFinetune(Callback):
             self._save_merged(pl_module, directory / "pruned.ckpt")
         if self.finetune:
             self._finetune(trainer, pl_module, directory / "finetune")
-        if trainer.is_global_zero:
-            with open(directory / "prune_finetune.json", "w") as f:
-                json.dump({"summary": self.summary, "history": self.history}, f, indent=2)
+        digest = hashlib.sha256(b"".join(m.numpy().tobytes() for m in masks.values())).hexdigest()
+        self.summary["mask_sha256"] = digest  # equal on every DDP rank: the scores are all-reduced
+        name = "prune_finetune.json" if trainer.is_global_zero else f"prune_finetune.rank{trainer.global_rank}.json"
+        directory.mkdir(parents=True, exist_ok=True)
+        with open(directory / name, "w") as f:
+            json.dump({"summary": self.summary, "history": self.history}, f, indent=2)
 
     def merge(self, pl_module: LightningModule, masks: dict[str, Tensor]) -> dict[str, Any]:
         """Fold ``masks`` into ``pl_module.model`` and slice it (records ``pl_module.structure``); returns counts."""

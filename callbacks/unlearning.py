@@ -29,6 +29,7 @@ from torch import Tensor
 
 from zoo.core.config import run_dir
 from zoo.core.datamodule import require
+from zoo.core.rng import preserved_rng
 from zoo.uam.model import cosine_rho, dot, global_norm, projection_coefficients
 
 Strategy = Literal[
@@ -215,14 +216,28 @@ class UnlearningCallback(Callback):
         """State dict of ``module``'s class trained for ``phase`` (original recipe) by an inner Trainer, cached."""
         dm = trainer.datamodule
         seed = dm.seed if self.seed is None else self.seed
-        hp_m = {k: v for k, v in module.hparams.items() if not k.startswith("_") and k != "pretrained"}
+        skip = {"pretrained", *getattr(module, "unlearning_only_hparams", ())}  # the unlearning recipe: not in key
+        hp_m = {k: v for k, v in module.hparams.items() if not k.startswith("_") and k not in skip}
         hp_d = {k: v for k, v in dm.hparams.items() if k not in ("phase", "eval_batch_size", "forget_batch_size")}
         key = json.dumps([type(module).__qualname__, hp_m, hp_d, phase, epochs, seed], sort_keys=True, default=str)
         digest = hashlib.sha256(key.encode()).hexdigest()[:16]
         path = Path(trainer.default_root_dir) / ".zoo_cache" / "unlearning" / f"{phase}-{digest}.pt"
         if self.cache and path.exists():
             return torch.load(path, map_location="cpu", weights_only=True)
-        rng_state = torch.get_rng_state()
+        with preserved_rng(threads=False):
+            state = self._fit_fresh(trainer, module, phase, epochs, seed)
+        if self.cache:  # write-then-rename: DDP ranks (or parallel jobs) training the same original never clash
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            torch.save(state, tmp)
+            os.replace(tmp, path)
+        return state
+
+    def _fit_fresh(
+        self, trainer: Trainer, module: LightningModule, phase: str, epochs: int, seed: int
+    ) -> dict[str, Tensor]:
+        """Seed, build a fresh module and fit it for ``phase`` with an inner Trainer; its CPU state dict."""
+        dm = trainer.datamodule
         seed_everything(seed, verbose=False)
         fresh = self._fresh(module)
         device = trainer.strategy.root_device  # this rank's own device (not cuda:0 on every DDP rank)
@@ -240,14 +255,7 @@ class UnlearningCallback(Callback):
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=r".*(does not have many workers|limit_val_batches).*")
             inner.fit(fresh, datamodule=dm.with_phase(phase))
-        torch.set_rng_state(rng_state)
-        state = {k: v.detach().cpu() for k, v in fresh.state_dict().items()}
-        if self.cache:  # write-then-rename: DDP ranks (or parallel jobs) training the same original never clash
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            torch.save(state, tmp)
-            os.replace(tmp, path)
-        return state
+        return {k: v.detach().cpu() for k, v in fresh.state_dict().items()}
 
     def _params(self, module: LightningModule) -> list[Tensor]:
         if hasattr(module, "unlearn_parameters"):

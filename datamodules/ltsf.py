@@ -29,20 +29,19 @@ from __future__ import annotations
 import os
 import tempfile
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 import torch
-from torch.utils.data import DataLoader, Dataset, Sampler, default_collate
+from torch.utils.data import DataLoader, Dataset, default_collate
 
-from zoo.core import ZooDataModule
+from zoo.core.datamodule import EpochSeededSampler, SplitLoaders, ZooDataModule
 
 __all__ = [
     "ETT_COLUMNS",
-    "EpochSeededSampler",
     "LTSFDataModule",
     "WindowDataset",
     "atomic_write",
@@ -549,30 +548,6 @@ def collate_windows(batch: Any) -> dict[str, torch.Tensor]:
     return batch if isinstance(batch, dict) else default_collate(batch)
 
 
-class EpochSeededSampler(Sampler[int]):
-    """A random permutation per epoch drawn from ``(seed, epoch)``: shuffles are reproducible and resume exactly.
-
-    Lightning calls :meth:`set_epoch` before each epoch.
-
-    Args:
-        n: dataset length.
-        seed: base seed.
-    """
-
-    def __init__(self, n: int, seed: int) -> None:
-        self.n, self.seed, self.epoch = n, seed, 0
-
-    def set_epoch(self, epoch: int) -> None:
-        """Select the epoch's permutation."""
-        self.epoch = epoch
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(np.random.default_rng([self.seed, self.epoch]).permutation(self.n).tolist())
-
-
 def _check(flag: str, ok: bool, value: object, expected: str) -> None:
     """Raise a ValueError naming ``--data.init_args.<flag>`` when ``ok`` is false."""
     if not ok:
@@ -584,7 +559,7 @@ def _check(flag: str, ok: bool, value: object, expected: str) -> None:
 # --------------------------------------------------------------------------------------------------------------
 
 
-class LTSFDataModule(ZooDataModule):
+class LTSFDataModule(SplitLoaders, ZooDataModule):
     """Long-term forecasting windows from an ETT/custom CSV or an embedded series (Time-Series-Library conventions).
 
     Batches are dicts ``x`` float32 (B, L), ``y`` float32 (B, H), ``channel`` int64 (B,) and ``start`` int64 (B,)
@@ -795,19 +770,3 @@ class LTSFDataModule(ZooDataModule):
             num_workers=self.num_workers,
             pin_memory=False,
         )
-
-    def train_dataloader(self) -> DataLoader:
-        """Training windows (``train_stride``), a fresh ``(seed, epoch)`` permutation per epoch iff ``shuffle``."""
-        return self._loader("train")
-
-    def val_dataloader(self) -> DataLoader:
-        """Validation windows in (channel, start) order, ``eval_batch_size`` per batch."""
-        return self._loader("val")
-
-    def test_dataloader(self) -> DataLoader:
-        """Test windows in (channel, start) order, ``eval_batch_size`` per batch."""
-        return self._loader("test")
-
-    def predict_dataloader(self) -> DataLoader:
-        """The test loader."""
-        return self._loader("test")

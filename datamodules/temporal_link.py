@@ -20,17 +20,16 @@ Example:
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import DataLoader, Dataset
 
 from datamodules.seen_unseen import BayesOracle, seen_unseen_stream, validate_generator_args
 from datamodules.temporal_formats import RawTemporal, TemporalFormatError, read_temporal, time_quantile_split
-from zoo.core import ZooDataModule
+from zoo.core.datamodule import EpochSeededSampler, SplitLoaders, ZooDataModule
 
 __all__ = [
     "TemporalFormatError",
@@ -437,7 +436,7 @@ def _check(flag: str, ok: bool, value: object, expected: str) -> None:
         raise ValueError(f"--data.init_args.{flag}={value!r}: expected {expected}")
 
 
-class TemporalLinkDataModule(ZooDataModule):
+class TemporalLinkDataModule(SplitLoaders, ZooDataModule):
     """Temporal link prediction data (synthetic seen/unseen stream by default, JODIE/DyGLib/TGB/TGB-Seq on disk).
 
     Training batches: ``eid, src, dst, t, neg, msg`` (one training negative per event, a deterministic function of
@@ -1029,42 +1028,6 @@ class TemporalLinkDataModule(ZooDataModule):
             num_workers=self.num_workers,
             pin_memory=False,
         )
-
-    def train_dataloader(self) -> DataLoader:
-        """Training events (split 0, no inductive-masked node), shuffled iff ``shuffle``."""
-        return self._loader("train")
-
-    def val_dataloader(self) -> DataLoader:
-        """Validation events in chronological order, ``eval_batch_size`` per batch."""
-        return self._loader("val")
-
-    def test_dataloader(self) -> DataLoader:
-        """Test events in chronological order, ``eval_batch_size`` per batch."""
-        return self._loader("test")
-
-    def predict_dataloader(self) -> DataLoader:
-        """The test loader."""
-        return self._loader("test")
-
-
-class EpochSeededSampler(Sampler[int]):
-    """A random permutation per epoch drawn from ``(seed, epoch)``: shuffles are reproducible and resume exactly.
-
-    Lightning calls :meth:`set_epoch` before each epoch, so ``fit`` for 2 epochs equals ``fit`` 1 + resume 1.
-    """
-
-    def __init__(self, n: int, seed: int) -> None:
-        self.n, self.seed, self.epoch = n, seed, 0
-
-    def set_epoch(self, epoch: int) -> None:
-        """Select the epoch's permutation."""
-        self.epoch = epoch
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(np.random.default_rng([self.seed, self.epoch]).permutation(self.n).tolist())
 
 
 _AP_KEYS = tuple(f"ap_{k}_{e}" for k in ("random", "historical", "inductive") for e in ("src", "dst"))

@@ -297,3 +297,16 @@ def test_reproduce_quick_exits_zero(tmp_path: Path) -> None:
     names = [c["name"] for c in blob["claims"] if c["asserted"]]
     assert len(names) == 8 and all(c["holds"] for c in blob["claims"] if c["asserted"])
     assert (tmp_path / "uam.md").is_file() and (tmp_path / "uam_forget_test.png").is_file()
+
+
+def test_unlearning_recipe_changes_do_not_retrain_the_original(tmp_path: Path) -> None:
+    """The cache key of the original and the oracle holds their recipe only: a new unlearning lr reuses them, a new
+    original lr trains new ones. Catches a key over every hparam (each unlearning sweep point retrains both)."""
+    short = ["--trainer.callbacks.init_args.original_epochs=2"]
+    cached = tmp_path / ".zoo_cache" / "unlearning"
+    _fit(tmp_path, "finetune.yaml", *short, epochs=1)
+    first = sorted(p.name for p in cached.iterdir())
+    _fit(tmp_path, "finetune.yaml", *short, "--model.init_args.lr=0.05", "--model.init_args.momentum=0.5", epochs=1)
+    assert sorted(p.name for p in cached.iterdir()) == first and len(first) == 2  # original + retrain
+    _fit(tmp_path, "finetune.yaml", *short, "--model.init_args.original_lr=0.05", epochs=1)
+    assert len(list(cached.iterdir())) == 4

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 from lightning.pytorch import LightningDataModule
+from torch.utils.data import DataLoader, Sampler
 
 
 class ZooDataModule(LightningDataModule):
@@ -45,3 +48,50 @@ def require(datamodule: Any, method: str, who: str = "this callback") -> Any:
             f"{who} needs `{type(datamodule).__name__}.{method}`, which this datamodule does not provide"
         )
     return getattr(datamodule, method)
+
+
+class EpochSeededSampler(Sampler[int]):
+    """A random permutation per epoch drawn from ``(seed, epoch)``: shuffles are reproducible and resume exactly.
+
+    Lightning calls :meth:`set_epoch` before each epoch, so ``fit`` for 2 epochs equals ``fit`` 1 + resume 1.
+
+    Args:
+        n: dataset length.
+        seed: base seed.
+    """
+
+    def __init__(self, n: int, seed: int) -> None:
+        self.n, self.seed, self.epoch = n, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the epoch's permutation."""
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(np.random.default_rng([self.seed, self.epoch]).permutation(self.n).tolist())
+
+
+class SplitLoaders:
+    """Mixin for datamodules with ``train``/``val``/``test`` splits served by one ``_loader(split)`` method."""
+
+    def _loader(self, split: str) -> DataLoader:
+        raise NotImplementedError
+
+    def train_dataloader(self) -> DataLoader:
+        """The training split (a fresh ``(seed, epoch)`` permutation per epoch when the datamodule shuffles)."""
+        return self._loader("train")
+
+    def val_dataloader(self) -> DataLoader:
+        """The validation split, in order, ``eval_batch_size`` per batch."""
+        return self._loader("val")
+
+    def test_dataloader(self) -> DataLoader:
+        """The test split, in order, ``eval_batch_size`` per batch."""
+        return self._loader("test")
+
+    def predict_dataloader(self) -> DataLoader:
+        """The test split."""
+        return self._loader("test")

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import os
-import random
 import tempfile
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
+from zoo.core.rng import preserved_rng
 from zoo.core.structure import STRUCTURE_KEY, apply_structure
 
 #: Repository root (configs/ lives here), for recipe paths given relative to it.
@@ -58,17 +57,13 @@ def recipe_checkpoint(recipe: str | Path) -> Path:
         return out
     from zoo.cli import main  # the CLI imports this module: import on use
 
-    states = (random.getstate(), np.random.get_state(), torch.get_rng_state(), torch.get_num_threads())
-    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
-        cli = main(["-c", str(path), "--trainer.logger=false", f"--trainer.default_root_dir={tmp}"], run=False)
+    with preserved_rng(), tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+        args = ["-c", str(path), "--trainer.logger=false", f"--trainer.default_root_dir={tmp}"]
+        cli = main([*args, "--trainer.enable_model_summary=false"], run=False)
         cli.trainer.fit(cli.model, datamodule=cli.datamodule)
         part = Path(tmp) / "last.ckpt"
         cli.trainer.save_checkpoint(part)
         os.replace(part, out)
-    random.setstate(states[0])
-    np.random.set_state(states[1])
-    torch.set_rng_state(states[2])
-    torch.set_num_threads(states[3])
     return out
 
 

@@ -33,6 +33,9 @@ class UnlearnableModule(ZooModule):
 
     #: Metrics averaged into the gap to the Retrain oracle.
     gap_metrics: ClassVar[tuple[str, ...]] = ()
+    #: Hyperparameters only the unlearning phase reads: left out of the cache key of the original and the oracle,
+    #: so changing the unlearning recipe never retrains them.
+    unlearning_only_hparams: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, **kwargs: Any) -> None:
         #: The attached :class:`~callbacks.unlearning.UnlearningCallback` (set by its ``setup``), else ``None``.
@@ -79,6 +82,7 @@ class UnlearnClassifierModule(UnlearnableModule):
         "test_acc_higher_is_better",
         "mia_efficacy_higher_is_better_vs_retrain",
     )
+    unlearning_only_hparams: ClassVar[tuple[str, ...]] = ("lr", "momentum", "weight_decay", "mia_seed")
 
     def __init__(
         self,
@@ -236,6 +240,10 @@ class UnlearnLMModule(UnlearnableModule):
         "forget_mcq_acc_lower_is_better_vs_retrain",
         "retain_mcq_acc_higher_is_better",
     )
+    # weight_decay is shared by fact injection and unlearning, so it stays in the key
+    unlearning_only_hparams: ClassVar[tuple[str, ...]] = (
+        "lr", "rmu_layer", "rmu_params", "control_seed", "mcq_mode", "mink_k",
+    )  # fmt: skip
 
     def __init__(
         self,
