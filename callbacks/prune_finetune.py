@@ -45,8 +45,8 @@ from zoo.prune_finetune.spec import PruneScope, mask_sizes, target_linears
 
 FisherScale = Literal["code", "paper"]
 
-# The prune phase freezes every weight, so the module builds no optimizer on purpose.
-warnings.filterwarnings("ignore", message=r".*`configure_optimizers` returned `None`, this fit will run with no optim")
+#: Lightning's notice when the frozen prune phase builds no optimizer (on purpose); filtered in ``setup``.
+_NO_OPTIMIZER = r".*returned `None`, this fit will run with no optimizer"
 
 
 class _BestWeights(Callback):
@@ -172,6 +172,7 @@ class PruneThenFinetune(Callback):
                 "--model.init_args.pretrained=<run dir>/pruned.ckpt --trainer.strategy=ddp`"
             )
         self.init_masks(pl_module.model)
+        warnings.filterwarnings("ignore", message=_NO_OPTIMIZER)
         if trainer.world_size == 1:  # no optimizer gets built; under DDP (which refuses a module without trainable
             pl_module.requires_grad_(False)  # parameters) the weights are frozen after wrapping, in on_fit_start
         pl_module.automatic_optimization = False
