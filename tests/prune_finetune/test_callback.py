@@ -132,7 +132,7 @@ def test_finetune_phase_trains_the_merged_model_and_checkpoint_reloads(tmp_path:
         torch.testing.assert_close(loaded.eval().model(x), module.eval().model(x))
     summary = cb.summary
     assert summary["block_params_after"] < summary["block_params_before"]
-    assert "finetune/val/mse" in _trainer(tmp_path, []).callback_metrics or summary["finetune_best_val"] is not None
+    assert summary["finetune_best_val"] is not None
 
 
 def test_bad_settings_are_named() -> None:

@@ -140,11 +140,7 @@ class ZooModule(LightningModule, ABC):
         if not self.trainable:
             return None
         params = [p for p in self.parameters() if p.requires_grad]
-        # One fused kernel over all tensors on CPU/CUDA: on one CPU thread, CRAFT's 146k parameters took 0.39 ms per
-        # step fused, 1.12 ms with foreach and 2.09 ms with the default per-tensor loop.
-        fused = all(p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in params)
-        kind = {"fused": True} if fused else {"foreach": True}
-        return torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay, **kind)
+        return torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay, **adam_kernel(params))
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Store :attr:`structure` (when set) so a load rebuilds the changed shapes before the weights."""
@@ -166,6 +162,16 @@ class ZooModule(LightningModule, ABC):
         if device.type == "cpu":
             return batch
         return super().transfer_batch_to_device(batch, device, dataloader_idx)
+
+
+def adam_kernel(params: list[Tensor]) -> dict[str, bool]:
+    """``{"fused": True}`` when every tensor is a float on CPU/CUDA, else ``{"foreach": True}`` (Adam/AdamW kwargs).
+
+    One fused kernel over all tensors: on one CPU thread, CRAFT's 146k parameters took 0.39 ms per step fused,
+    1.12 ms with foreach and 2.09 ms with the default per-tensor loop.
+    """
+    fused = all(p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in params)
+    return {"fused": True} if fused else {"foreach": True}
 
 
 def _checkpoint_class(checkpoint_path: str, base: type[ZooModule]) -> type[ZooModule]:

@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Literal
 import torch
 from torch import Tensor
 
-from zoo.core.module import ZooModule
+from zoo.core.module import ZooModule, adam_kernel
 from zoo.prune_finetune.model import Forecaster, horizon_errors, mse, patchtst_config
 
 Split = Literal["val", "test"]
@@ -182,8 +182,7 @@ class TSFMModule(ZooModule):
         if not params:
             return None
         kind = torch.optim.AdamW if self.optimizer_name == "adamw" else torch.optim.Adam
-        fused = all(p.device.type in ("cpu", "cuda") for p in params)
-        opt = kind(params, lr=self.lr, weight_decay=self.weight_decay, **({"fused": True} if fused else {}))
+        opt = kind(params, lr=self.lr, weight_decay=self.weight_decay, **adam_kernel(params))
         if self.lr_schedule == "constant":
             return opt
         if self.lr_schedule == "type1":
