@@ -23,6 +23,10 @@ TINY_DATA = [
 ]
 #: A small pretraining corpus for TSFM plumbing tests (the default is 4,096 series).
 TINY_CORPUS = ["--data.init_args.num_series=96", "--data.init_args.val_series=16", "--data.init_args.val_windows=32"]
+#: A small poisoned instruction set and the tiny GPT-2 for RepGuard plumbing tests (the default is 3,000 / d 128).
+TINY_BACKDOOR = ["--data.init_args.n_train=128", "--data.init_args.n_clean=32", "--data.init_args.n_val=16",
+                 "--data.init_args.n_test=16", "--data.init_args.batch_size=32", "--model.init_args.n_layer=2",
+                 "--model.init_args.n_embd=32", "--model.init_args.n_head=2"]  # fmt: skip
 #: The documented tiny CRAFT size.
 TINY_CRAFT = ["--model.init_args.d=16", "--model.init_args.L=8", "--model.init_args.num_layers=1"]
 

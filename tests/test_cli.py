@@ -85,7 +85,8 @@ def test_reproduce_all_writes_report_index(tmp_path, monkeypatch: pytest.MonkeyP
     import zoo.core.reproduce as rep
 
     calls = []
-    monkeypatch.setattr(rep, "reproduce", lambda slug, quick, seeds, out: calls.append((slug, quick, seeds)) or 1)
+    monkeypatch.setattr(rep, "reproduce", lambda slug, quick, seeds, out, options=None: calls.append(
+        (slug, quick, seeds)) or 1)  # fmt: skip
     assert main(["reproduce", "--all", "--quick", "--out", str(tmp_path)]) == 1
     assert calls == [(slug, True, None) for slug in METHODS]
     report = (tmp_path / "REPORT.md").read_text()
@@ -116,3 +117,35 @@ def test_reproduce_writes_json_with_claims(tmp_path, monkeypatch: pytest.MonkeyP
 
     monkeypatch.setitem(sys.modules, "zoo.craft.reproduce", types.SimpleNamespace(run=broken))
     assert main(["reproduce", "craft", "--out", str(tmp_path)]) == 2
+
+
+def test_reproduce_protocol_options(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--set KEY=VALUE` reaches the protocol's run() as `options` (defaults filled in from its OPTIONS, recorded in
+    the JSON settings); an unknown key, a value outside the declared choices, a malformed item and `--set` with
+    `--all` are usage errors (exit 2) that name the problem, and the protocol never runs."""
+    import types
+
+    import zoo.core.reproduce as rep
+
+    seen = []
+
+    def fake_run(seeds, quick, out, progress, options):
+        seen.append(options)
+        return rep.Report(claims=[rep.Claim("ok", 1.0, ">=", 0.5)], metrics={}, table="| t |")
+
+    fake = types.SimpleNamespace(run=fake_run, OPTIONS={"mode": ("a", "b"), "other": ("x", "y")})
+    monkeypatch.setitem(sys.modules, "zoo.craft.reproduce", fake)
+    assert main(["reproduce", "craft", "--out", str(tmp_path), "--set", "mode=b"]) == 0
+    assert seen == [{"mode": "b", "other": "x"}]
+    assert json.loads((tmp_path / "craft.json").read_text())["settings"]["mode"] == "b"
+    for bad in (["--set", "nope=1"], ["--set", "mode=c"], ["--set", "mode"]):
+        assert main(["reproduce", "craft", "--out", str(tmp_path), *bad]) == 2
+    assert main(["reproduce", "--all", "--set", "mode=b", "--out", str(tmp_path)]) == 2
+    assert len(seen) == 1
+    with pytest.raises(ValueError, match="mode='c' is not one of"):
+        rep.protocol_options("craft", fake, {"mode": "c"})
+    with pytest.raises(ValueError, match="unknown option --set nope"):
+        rep.protocol_options("craft", fake, {"nope": "1"})
+    import zoo.prune_finetune.reproduce as pf
+
+    assert rep.protocol_options("prune_finetune", pf, {}) == {"select_stage1_on": "pruned"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import QUIET, ROOT, TINY_CORPUS, TINY_DATA
+from conftest import QUIET, ROOT, TINY_BACKDOOR, TINY_CORPUS, TINY_DATA
 
 from zoo.cli import main
 
@@ -22,6 +22,8 @@ def _short(config: str) -> list[str]:
     if "/prune_finetune/" in config:  # plumbing only: no recipe pretraining, a small pretraining corpus
         tiny = TINY_CORPUS if Path(config).name.startswith("pretrain") else ["--model.init_args.pretrained=null"]
         return [*QUIET, *tiny]
+    if "/repguard/" in config:
+        return [*QUIET, *TINY_BACKDOOR]
     return list(QUIET)
 
 

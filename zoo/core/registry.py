@@ -26,6 +26,13 @@ METHODS: dict[str, dict[str, str]] = {
         "status": "in progress",  # issue #4
         "config": "configs/prune_finetune/default.yaml",
     },
+    "repguard": {
+        "module": "zoo.repguard.module.InstructionLMModule",
+        "datamodule": "datamodules.backdoor.BackdoorDataModule",
+        "paper": "RepGuard: Adaptive Feature Decoupling for Backdoor Defense in Large Language Models (NeurIPS 2025)",
+        "status": "in progress",  # issue #5 (RepGuard-style: the card's reconstruction)
+        "config": "configs/repguard/default.yaml",
+    },
 }
 
 #: Short class name -> full class path, so ``--model CRAFTModule`` works without importing every method up front.
@@ -44,4 +51,8 @@ CLASSES: dict[str, str] = {
     "LTSFDataModule": "datamodules.ltsf.LTSFDataModule",
     "TSFMPretrainDataModule": "datamodules.synthetic_tsfm.TSFMPretrainDataModule",
     "PruneThenFinetune": "callbacks.prune_finetune.PruneThenFinetune",
+    "InstructionLMModule": "zoo.repguard.module.InstructionLMModule",
+    "BackdoorDataModule": "datamodules.backdoor.BackdoorDataModule",
+    "RepGuardCallback": "callbacks.backdoor_defense.RepGuardCallback",
+    "BackdoorEvaluation": "callbacks.backdoor_defense.BackdoorEvaluation",
 }

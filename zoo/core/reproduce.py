@@ -157,19 +157,48 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def reproduce(slug: str, quick: bool, seeds: int | None, out: Path) -> int:
-    """Run ``zoo.<slug>.reproduce.run`` and write its outputs; return 0 (all hold), 1 (one fails) or 2 (error)."""
+def protocol_options(slug: str, protocol: Any, given: dict[str, str]) -> dict[str, str]:
+    """Check ``--set KEY=VALUE`` against the protocol's ``OPTIONS`` (key -> allowed values, the first the default).
+
+    Returns every option with its value (defaults filled in); raises ``ValueError`` naming the key and the choices.
+    """
+    declared: dict[str, tuple[str, ...]] = getattr(protocol, "OPTIONS", {})
+    for key, value in given.items():
+        if key not in declared:
+            known = ", ".join(sorted(declared)) or "none"
+            raise ValueError(f"zoo reproduce {slug}: unknown option --set {key}=...; this protocol's options: {known}")
+        if value not in declared[key]:
+            raise ValueError(f"zoo reproduce {slug}: --set {key}={value!r} is not one of {list(declared[key])}")
+    return {key: given.get(key, choices[0]) for key, choices in declared.items()}
+
+
+def reproduce(slug: str, quick: bool, seeds: int | None, out: Path, options: dict[str, str] | None = None) -> int:
+    """Run ``zoo.<slug>.reproduce.run`` and write its outputs; return 0 (all hold), 1 (one fails) or 2 (error).
+
+    ``options`` are the protocol's own switches (``--set KEY=VALUE``, declared in the module's ``OPTIONS``).
+    """
     if slug not in METHODS:
         print(f"zoo reproduce: unknown method {slug!r}; known: {', '.join(sorted(METHODS))}", file=sys.stderr)
         return 2
     progress = Progress(slug)
     n_seeds = seeds if seeds is not None else (1 if quick else 3)
-    settings = {"quick": quick, "seeds": list(range(n_seeds))}
-    progress(f"start: quick={quick}, seeds={settings['seeds']}, out={out}")
-    start = time.time()
     try:
         protocol = importlib.import_module(f"zoo.{slug}.reproduce")
-        report: Report = protocol.run(seeds=tuple(range(n_seeds)), quick=quick, out=out, progress=progress)
+    except Exception:  # an error is exit code 2, never a silent pass
+        traceback.print_exc()
+        return 2
+    try:
+        chosen = protocol_options(slug, protocol, options or {})
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    settings: dict[str, Any] = {"quick": quick, "seeds": list(range(n_seeds)), **chosen}
+    progress(f"start: quick={quick}, seeds={settings['seeds']}, out={out}" + "".join(
+        f", {k}={v}" for k, v in chosen.items()))  # fmt: skip
+    start = time.time()
+    try:
+        extra = {"options": chosen} if chosen else {}
+        report: Report = protocol.run(seeds=tuple(range(n_seeds)), quick=quick, out=out, progress=progress, **extra)
     except Exception:  # an error is exit code 2, never a silent pass
         traceback.print_exc()
         return 2
@@ -210,12 +239,29 @@ def dispatch(argv: Sequence[str]) -> int:
     parser.add_argument("--quick", action="store_true", help="one seed, reduced protocol (within 5 minutes)")
     parser.add_argument("--seeds", type=int, default=None, help="number of seeds (default 3, quick 1)")
     parser.add_argument("--out", default="reproduce_out", help="output folder (default reproduce_out)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a protocol option (see the method page), e.g. --set select_stage1_on=finetuned",
+    )
     try:
         args = parser.parse_args(rest)
     except SystemExit as exc:
         return 2 if exc.code else 0
     if args.seeds is not None and args.seeds < 1:
         print("zoo reproduce: --seeds must be >= 1", file=sys.stderr)
+        return 2
+    options: dict[str, str] = {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            print(f"zoo reproduce: --set expects KEY=VALUE, got {item!r}", file=sys.stderr)
+            return 2
+        options[key] = value
+    if options and args.all:
+        print("zoo reproduce: --set applies to one method, not --all", file=sys.stderr)
         return 2
     out = Path(args.out)
     if args.all:
@@ -229,4 +275,4 @@ def dispatch(argv: Sequence[str]) -> int:
     if not args.slug:
         parser.print_usage(sys.stderr)
         return 2
-    return reproduce(args.slug, args.quick, args.seeds, out)
+    return reproduce(args.slug, args.quick, args.seeds, out, options)

@@ -3,7 +3,8 @@
 Protocol (card, "Reproduction claims"): pretrain the zoo's TSFM once (``configs/prune_finetune/pretrain.yaml``,
 seed 0; ``--quick``: ``pretrain_quick.yaml``), then per target (taylor, elecdemand, synthetic_ett; ``--quick``: taylor)
 and seed: zero-shot; Prune+FT with stage 1 choosing ``(r, alpha)`` in {0.3, 0.7} x {0.2, 0.5} on the *pruned* model's
-validation MSE (``select_stage1_on: pruned``; ``--quick``: r 0.7, alpha 0.5 only) and stage 2 choosing the fine-tuning
+validation MSE (``select_stage1_on: pruned``; ``--set select_stage1_on=finetuned`` fine-tunes each candidate at the
+callback's ``ft_lr`` and selects on that; ``--quick``: r 0.7, alpha 0.5 only) and stage 2 choosing the fine-tuning
 lr in {1e-3, 1e-4, 1e-5} on validation MSE; full fine-tuning with the same lr grid; PatchTST from scratch. Every arm
 trains from ``configs/prune_finetune/*.yaml`` (never a second copy of their hyperparameters) on the same splits and
 scaler; the metrics are test MSE/MAE in normalised space at H = 24/48/96 and their mean. Each (target, seed) job runs
@@ -31,6 +32,10 @@ TARGETS: dict[str, dict[str, Any]] = {
     "synthetic_ett": {"source": "synthetic_ett", "train_stride": 4},
 }
 GRID = [(0.3, 0.2), (0.3, 0.5), (0.7, 0.2), (0.7, 0.5)]
+#: ``zoo reproduce prune_finetune --set KEY=VALUE`` (the first value is the default). ``select_stage1_on`` (card,
+#: "Where descriptions disagree"): stage 1 picks (r, alpha) on the pruned model's val MSE before fine-tuning
+#: (``pruned``) or after fine-tuning each candidate at the callback's ``ft_lr`` (``finetuned``).
+OPTIONS: dict[str, tuple[str, ...]] = {"select_stage1_on": ("pruned", "finetuned")}
 FT_LRS = [1e-3, 1e-4, 1e-5]
 ARMS = ("zero_shot", "full_ft", "prune_ft", "random_prune_ft", "scratch")
 KEYS = ("mse", "mae", "mse@24", "mse@48", "mse@96", "mae@24", "mae@48", "mae@96")
@@ -113,7 +118,7 @@ def _merge_check(cli: Any, cb: Any, pretrained: str) -> dict[str, float]:
     }
 
 
-def run_job(job: tuple[str, int, bool, str]) -> dict[str, Any]:
+def run_job(job: tuple[str, int, bool, str, str]) -> dict[str, Any]:
     """Every arm on one (target, seed); returns per-arm val/test metrics, the selections and the pruning record."""
     import logging
     import warnings
@@ -123,7 +128,7 @@ def run_job(job: tuple[str, int, bool, str]) -> dict[str, Any]:
     torch.set_num_threads(1)
     logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore")
-    target, seed, quick, pretrained = job
+    target, seed, quick, pretrained, select_on = job
     out: dict[str, Any] = {"target": target, "seed": seed}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -133,7 +138,7 @@ def run_job(job: tuple[str, int, bool, str]) -> dict[str, Any]:
         out["zero_shot"] = {"val": _metrics(cli.trainer, "val")}
         cli.trainer.test(cli.model, datamodule=cli.datamodule, verbose=False)
         out["zero_shot"]["test"] = _metrics(cli.trainer, "test")
-        # Prune+FT stage 1: (r, alpha) on the pruned model's val MSE
+        # Prune+FT stage 1: (r, alpha) on the pruned (default) or the fine-tuned model's val MSE
         grid = [(0.7, 0.5)] if quick else GRID
         stage1: list[dict[str, Any]] = []
         for r, alpha in grid:
@@ -148,8 +153,13 @@ def run_job(job: tuple[str, int, bool, str]) -> dict[str, Any]:
                      "ckpt": str(run_root / "pruned.ckpt")}  # fmt: skip
             if (r, alpha) == (0.7, 0.5):
                 entry["merge"] = _merge_check(cli, cb, pretrained)
+            if select_on == "finetuned":
+                start, lr = f"--model.init_args.pretrained={entry['ckpt']}", f"--model.init_args.lr={cb.ft_lr}"
+                ft = _cli("full_ft.yaml", target, seed, run_root / "ft", start, lr)
+                ft.trainer.fit(ft.model, datamodule=ft.datamodule)
+                entry["finetuned_val_mse"] = float(ft.trainer.checkpoint_callback.best_model_score)
             stage1.append(entry)
-        chosen = min(stage1, key=lambda e: e["pruned_val_mse"])
+        chosen = min(stage1, key=lambda e: e[f"{select_on}_val_mse"])
         val, test, lr = _fit_and_select("full_ft.yaml", target, seed, root, chosen["ckpt"], "pft")
         out["prune_ft"] = {"val": val, "test": test, "lr": lr, "r": chosen["r"], "alpha": chosen["alpha"],
                            "block_params_before": chosen["summary"]["block_params_before"],
@@ -198,8 +208,17 @@ def _schedule_claim(entry: dict[str, Any]) -> tuple[float, float, float]:
     return (history[-1][1] + extras) / total, live / total, history[-1][1] / total
 
 
-def run(seeds: tuple[int, ...], quick: bool, out: Path, progress: Callable[[str], None] | None = None) -> Report:
+def run(
+    seeds: tuple[int, ...],
+    quick: bool,
+    out: Path,
+    progress: Callable[[str], None] | None = None,
+    options: dict[str, str] | None = None,
+) -> Report:
     """Pretrain once, run every (target, seed) job, and check the claims on medians over seeds."""
+    select_on = (options or {}).get("select_stage1_on", OPTIONS["select_stage1_on"][0])
+    if select_on not in OPTIONS["select_stage1_on"]:
+        raise ValueError(f"select_stage1_on={select_on!r} must be one of {list(OPTIONS['select_stage1_on'])}")
     from zoo.core.pretrained import recipe_checkpoint
 
     say = progress or Progress("prune_finetune")
@@ -207,7 +226,7 @@ def run(seeds: tuple[int, ...], quick: bool, out: Path, progress: Callable[[str]
     say(f"pretraining (cached after the first run): {recipe.name}")
     pretrained = str(recipe_checkpoint(recipe))
     targets = ["taylor"] if quick else list(TARGETS)
-    jobs = [(t, s, quick, pretrained) for t in targets for s in seeds]
+    jobs = [(t, s, quick, pretrained, select_on) for t in targets for s in seeds]
     say(f"{len(jobs)} jobs (target x seed), 2 worker processes")
     results = parallel_map(run_job, jobs, workers=2)
     for r in results:

@@ -1,13 +1,14 @@
-"""Merged vs dense vs masked PatchTST inference, and a prune step vs a plain training step, in one process.
+"""Merged vs dense vs masked PatchTST inference at pruning ratios 0.3/0.5/0.7, and a prune step vs a plain step.
 
-The card's Performance section: prune the pretrained TSFM on taylor with ``target_channel_fraction: 0.5`` (exactly
-50% of the scored entries removed), merge, then time a forward pass of 1,024 windows under ``inference_mode`` on two
-threads (5 warm-up calls, median of 20) for the merged model, the unpruned dense model and the masked (unmerged) one.
-Target: merged >= 1.5x faster than dense; the masked model must not be faster than dense (sanity). Also one prune
-micro-step (scored forward + backward with per-sample mask copies) against a plain forward + backward at batch 64
-(target <= 3x), and analytic MACs per window.
+The card's Performance section: prune the pretrained TSFM on taylor with ``target_channel_fraction`` f (exactly a
+fraction f of the scored entries removed; f = 0.3, 0.5, 0.7; ``prune_ratio_per_epoch`` 1.6 so that one prune epoch
+reaches every f), merge, then time a forward pass of 1,024 windows under
+``inference_mode`` on two threads (5 warm-up calls, median of 20) for each merged model beside the unpruned dense
+model and the masked (unmerged) one, all in one process. Target: merged >= 1.5x faster than dense at f = 0.5; the
+masked model must not be faster than dense (sanity). Also one prune micro-step (scored forward + backward with
+per-sample mask copies) against a plain forward + backward at batch 64 (target <= 3x), and analytic MACs per window.
 
-    python benchmarks/prune_finetune_speed.py [--pretrained configs/prune_finetune/pretrain.yaml] [--repeats 20]
+    python benchmarks/pruned_speedup.py [--pretrained configs/prune_finetune/pretrain.yaml] [--fractions 0.3 0.5 0.7]
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -77,7 +79,13 @@ def main() -> None:
     parser.add_argument("--pretrained", default="configs/prune_finetune/pretrain.yaml", help="checkpoint or recipe")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--fraction", type=float, default=0.5, help="target_channel_fraction")
+    parser.add_argument(
+        "--fractions",
+        type=float,
+        nargs="+",
+        default=[0.3, 0.5, 0.7],
+        help="target_channel_fraction values (the speed target is read at 0.5)",
+    )
     args = parser.parse_args()
     sys.argv[1:] = []
     from callbacks.prune_finetune import PruneThenFinetune
@@ -86,40 +94,50 @@ def main() -> None:
     from zoo.prune_finetune.module import TSFMModule
     from zoo.prune_finetune.spec import install_masks
 
-    torch.set_num_threads(1)  # pruning itself on one thread; timing below on --threads
-    cli = zoo_main(["-c", str(CONFIG), *QUIET, f"--model.init_args.pretrained={args.pretrained}"], run=False)
     config = yaml.safe_load(CONFIG.read_text())
     (cb_args,) = [c["init_args"] for c in config["trainer"]["callbacks"] if "PruneThenFinetune" in c["class_path"]]
-    cb = PruneThenFinetune(**{**cb_args, "target_channel_fraction": args.fraction, "finetune": False})
-    cli.trainer.callbacks.append(cb)
-    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
-    merged = cli.model.model.eval()
+    scratch = tempfile.mkdtemp(prefix="pruned_speedup-")  # pruned.ckpt and the run files stay out of the cwd
+    merged: dict[float, nn.Module] = {}
+    masks: dict[float, dict[str, torch.Tensor]] = {}
+    for fraction in args.fractions:
+        torch.set_num_threads(1)  # pruning itself on one thread; timing below on --threads
+        cli = zoo_main(["-c", str(CONFIG), *QUIET, f"--model.init_args.pretrained={args.pretrained}",
+                        f"--trainer.default_root_dir={scratch}"], run=False)  # fmt: skip
+        # r 1.6: one prune epoch of n = 4 steps can remove up to 1 - (1 - 1.6/4)^4 = 87%, so every target is reached
+        cb = PruneThenFinetune(**{**cb_args, "prune_ratio_per_epoch": 1.6, "target_channel_fraction": fraction,
+                                  "finetune": False})  # fmt: skip
+        cli.trainer.callbacks.append(cb)
+        cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+        merged[fraction] = cli.model.model.eval()
+        masks[fraction] = {k: m.float() for k, m in cb.mask.items()}
+        print(f"pruned to {1.0 - cb.remaining_fraction():.1%} of the scored entries removed (target {fraction:.0%})")
     hparams = {k: v for k, v in cli.model.hparams.items() if not k.startswith("_")}
     dense = TSFMModule(**hparams).model.eval()  # fresh weights: the timing depends on shapes only
     masked = TSFMModule(**hparams).model.eval()
-    install_masks(masked, {k: m.float() for k, m in cb.mask.items()})
-    removed = 1.0 - cb.remaining_fraction()
+    install_masks(masked, masks[args.fractions[len(args.fractions) // 2]])
 
     torch.set_num_threads(args.threads)
-    x = torch.randn(1024, merged.config.context_length)
+    x = torch.randn(1024, dense.config.context_length)
+    models = {"dense": dense, "masked": masked, **{f"merged {f:g}": m for f, m in merged.items()}}
     results = {}
-    for name, model in (("dense", dense), ("masked", masked), ("merged", merged)):
+    for name, model in models.items():
         with torch.inference_mode():
             results[name] = timed(lambda m=model: m(x), args.repeats)
-    print(f"PatchTST d={merged.config.d_model} layers={merged.config.num_hidden_layers}, batch 1024 windows, "
-          f"{args.threads} threads, scored entries removed {removed:.1%}")  # fmt: skip
-    for name in results:
-        print(f"  {name:<7} {results[name] * 1e3:8.2f} ms / batch")
-    print(f"  params: dense {param_count(dense):,} (blocks {param_count(dense, blocks_only=True):,}), merged "
-          f"{param_count(merged):,} (blocks {param_count(merged, blocks_only=True):,})")  # fmt: skip
     small = x[:8]
-    print(f"  MACs/window: dense {macs_per_window(dense, small):,.0f}, merged {macs_per_window(merged, small):,.0f}")
-    print(f"merged/dense speed-up: {results['dense'] / results['merged']:.2f}x (target >= 1.5x)")
+    print(f"PatchTST d={dense.config.d_model} layers={dense.config.num_hidden_layers}, batch 1024 windows, "
+          f"{args.threads} threads, median of {args.repeats}")  # fmt: skip
+    print(f"  {'model':<12} {'ms/batch':>9} {'speed-up':>9} {'params':>9} {'blocks':>9} {'MACs/window':>12}")
+    for name, model in models.items():
+        macs = "-" if name == "masked" else f"{macs_per_window(model, small):,.0f}"
+        print(f"  {name:<12} {results[name] * 1e3:9.2f} {results['dense'] / results[name]:8.2f}x "
+              f"{param_count(model):9,} {param_count(model, blocks_only=True):9,} {macs:>12}")  # fmt: skip
+    if 0.5 in merged:
+        print(f"merged/dense speed-up at 50% removed: {results['dense'] / results['merged 0.5']:.2f}x (target >= 1.5x)")
     print(f"masked/dense time: {results['masked'] / results['dense']:.2f}x (sanity: >= ~1, masking is not pruning)")
 
     # one prune micro-step vs a plain forward + backward, batch 64, one thread
     torch.set_num_threads(1)
-    batch = {"x": torch.randn(64, merged.config.context_length), "y": torch.randn(64, merged.config.prediction_length)}
+    batch = {"x": torch.randn(64, dense.config.context_length), "y": torch.randn(64, dense.config.prediction_length)}
     plain = TSFMModule(**hparams)
     plain.model.eval()
 

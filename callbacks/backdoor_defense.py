@@ -1,0 +1,470 @@
+"""Backdoor defense while fine-tuning a causal LM on possibly poisoned data: the RepGuard-style callback.
+
+The card (``repguard``) reconstructs RepGuard from its abstract (no code is public), so every uncertain step is an
+argument with the card's default and the logs say "RepGuard-style". Stage ``train_time``:
+
+1. warm-up: ``warmup_epochs`` epochs of the module's plain loss;
+2. clean statistics ``μ, σ`` of ``hidden_states[layer]`` over the prompt tokens of the trusted clean set
+   (``datamodule.clean_dataloader()``), EMA 0.5 at every re-localisation;
+3. localisation on training prompts (the defender does not know which are poisoned):
+   ``S = z(Dev) + λ_lc z(Inc)``, ``s_j`` = mean of the top 1% of ``S_{·,·,j}``, minus the same statistic on the clean
+   set (``contrast_clean``);
+4. adaptive mask ``m = σ((s − τ) / T)``, ``τ`` the ``(1 − sparsity)`` quantile, ``T = 0.1 std(s)``;
+5. a forward hook replaces ``h`` by ``(1 − m) ⊙ h + m ⊙ a`` at every position, in training and inference
+   (``a = μ`` or 0);
+6. the loss becomes ``CE(masked) + λ_ind mean(Ĉ²) + λ_sp mean(m) + λ_keep KL(p_ref ‖ p_masked)`` (the last on a clean
+   batch), through the module's ``extra_loss_terms``;
+7. the mask never takes gradients from the task loss; it is re-localised every ``relocalize_every`` epochs, its
+   logits EMA-merged (0.5), a flagged dimension kept until its score falls below ``τ`` twice.
+
+``localization: random`` draws the dimension scores at random instead (claim 4's control: same sparsity, layer and
+ablate value). The mask, the statistics and the history are callback state: they survive ``--ckpt_path`` (fit resume
+and ``zoo test``), and the hook is installed for every stage, so a tested checkpoint is evaluated masked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from itertools import islice
+from typing import Any, Literal
+
+import torch
+from lightning.pytorch import Callback, LightningModule, Trainer
+from lightning.pytorch.utilities import rank_zero_info
+from torch import Tensor
+
+from zoo.repguard import model as rg
+
+
+def _require(datamodule: Any, method: str, who: str) -> Any:
+    fn = getattr(datamodule, method, None)
+    if fn is None:
+        raise ValueError(f"{who} needs the datamodule to provide `{method}()` (e.g. datamodules.backdoor."
+                         f"BackdoorDataModule); {type(datamodule).__name__} has none")  # fmt: skip
+    return fn
+
+
+class RepGuardCallback(Callback):
+    """RepGuard-style defense (card ``repguard``, "Method (precise)"; our reconstruction throughout).
+
+    Args:
+        layer: ``hidden_states[layer]`` to act on; ``None`` = ``n_layer // 2``.
+        warmup_epochs: plain-loss epochs before the first localisation (card: 2 of 8).
+        lambda_lc: weight of the local-inconsistency z-score in ``S``.
+        top_frac: fraction of positions averaged into ``s_j``.
+        window: ``±window`` prompt positions of the inconsistency neighbourhood.
+        contrast_clean: subtract the clean set's ``s_j``.
+        sparsity: ``ρ_m``, the fraction of dimensions above ``τ``.
+        ablate_value: ``clean_mean`` (``a = μ``) or ``zero``.
+        lambda_ind: weight of the independence term ``mean(Ĉ²)``.
+        lambda_sp: weight of ``mean(m)``.
+        lambda_keep: weight of ``KL(p_ref ‖ p_masked)`` on a clean batch.
+        combine: ``weighted_sum`` or ``mgda`` (min-norm weights of the three objectives' gradients each step).
+        relocalize_every: epochs between localisations.
+        stats_ema: EMA weight of new clean statistics.
+        logit_ema: EMA weight of new mask logits.
+        localize_batches: training batches per localisation pass (``None`` = the whole epoch); 8 batches of 64 keep
+            a pass under 10% of an epoch (card, Performance).
+        localization: ``repguard`` (the scores above) or ``random`` (random scores, the same mask construction).
+        mask_grad_from_task: let the task loss reach the mask logits (card default false: CE on poisoned samples
+            would reopen the shortcut).
+        learn_mask: also train the mask logits on the sparsity and clean-KL terms (card default false).
+        mask_lr: Adam learning rate of the mask logits when they learn (ours).
+        keep_batch_rows: rows of the clean batch the KL term reads per step (ours; ``None`` = the whole clean batch):
+            16 of 64 keep the two extra clean forwards a fraction of a training step.
+        keep_positions: where the clean KL compares next-token distributions: ``response`` (ours: the positions that
+            predict the response, ``[SEP]`` to the last response token: the model's answers to clean prompts) or
+            ``prompt`` (the prompt tokens only, a literal reading of "on clean prompts"; the prompt's next tokens are
+            never trained, so only ``[SEP]``'s prediction there carries behaviour).
+        seed: seed of the localisation sample and of the random control.
+    """
+
+    def __init__(
+        self,
+        layer: int | None = None,
+        warmup_epochs: int = 2,
+        lambda_lc: float = 1.0,
+        top_frac: float = 0.01,
+        window: int = 2,
+        contrast_clean: bool = True,
+        sparsity: float = 0.05,
+        ablate_value: Literal["clean_mean", "zero"] = "clean_mean",
+        lambda_ind: float = 1.0,
+        lambda_sp: float = 0.01,
+        lambda_keep: float = 1.0,
+        combine: Literal["weighted_sum", "mgda"] = "weighted_sum",
+        relocalize_every: int = 1,
+        stats_ema: float = 0.5,
+        logit_ema: float = 0.5,
+        localize_batches: int | None = 8,
+        localization: Literal["repguard", "random"] = "repguard",
+        mask_grad_from_task: bool = False,
+        learn_mask: bool = False,
+        mask_lr: float = 0.01,
+        keep_batch_rows: int | None = 16,
+        keep_positions: Literal["response", "prompt"] = "response",
+        seed: int = 0,
+    ) -> None:
+        if not 0.0 < sparsity < 1.0:
+            raise ValueError(f"sparsity={sparsity} must be in (0, 1)")
+        if not 0.0 < top_frac <= 1.0:
+            raise ValueError(f"top_frac={top_frac} must be in (0, 1]")
+        if warmup_epochs < 0 or relocalize_every < 1 or window < 1:
+            raise ValueError(f"warmup_epochs={warmup_epochs} must be >= 0, relocalize_every={relocalize_every} and "
+                             f"window={window} >= 1")  # fmt: skip
+        if localize_batches is not None and localize_batches < 1:
+            raise ValueError(f"localize_batches={localize_batches} must be >= 1 or null")
+        if keep_batch_rows is not None and keep_batch_rows < 1:
+            raise ValueError(f"keep_batch_rows={keep_batch_rows} must be >= 1 or null")
+        for name, value in (("stats_ema", stats_ema), ("logit_ema", logit_ema)):
+            if not 0.0 < value <= 1.0:
+                raise ValueError(f"{name}={value} must be in (0, 1]")
+        self.layer_arg, self.warmup_epochs, self.lambda_lc, self.top_frac = layer, warmup_epochs, lambda_lc, top_frac
+        self.window, self.contrast_clean = window, contrast_clean
+        self.sparsity, self.ablate_value = sparsity, ablate_value
+        self.lambda_ind, self.lambda_sp, self.lambda_keep, self.combine = lambda_ind, lambda_sp, lambda_keep, combine
+        self.relocalize_every, self.stats_ema, self.logit_ema = relocalize_every, stats_ema, logit_ema
+        self.localize_batches, self.localization, self.seed = localize_batches, localization, seed
+        self.mask_grad_from_task, self.learn_mask, self.mask_lr = mask_grad_from_task, learn_mask, mask_lr
+        self.keep_batch_rows, self.keep_positions = keep_batch_rows, keep_positions
+        self._mask_opt: torch.optim.Optimizer | None = None
+        self.hook: rg.HiddenStateHook | None = None
+        self.layer: int | None = None
+        # state (state_dict): clean statistics, mask logits and flags, the localisation history
+        self.mu: Tensor | None = None
+        self.sigma: Tensor | None = None
+        self.logits: Tensor | None = None
+        self.flagged: Tensor | None = None
+        self.strikes: Tensor | None = None
+        self.scores: Tensor | None = None
+        self.history: list[dict[str, Any]] = []
+        self._clean: Iterator[Any] | None = None
+
+    # ------------------------------------------------------------------------------------------------------------
+    # hook and mask
+    # ------------------------------------------------------------------------------------------------------------
+    @property
+    def mask(self) -> Tensor | None:
+        """The current dimension mask ``m = σ(ℓ)`` (``[d]``), or ``None`` before the first localisation."""
+        return None if self.logits is None else torch.sigmoid(self.logits)
+
+    def _lm(self, pl_module: LightningModule) -> torch.nn.Module:
+        lm = getattr(getattr(pl_module, "model", None), "lm", None)
+        if lm is None:
+            raise ValueError(f"RepGuardCallback needs `module.model.lm` (a Hugging Face causal LM); "
+                             f"{type(pl_module).__name__} has none")  # fmt: skip
+        return lm
+
+    def attach(self, pl_module: LightningModule) -> None:
+        """Install the hook on ``hidden_states[layer]`` of the module's LM (idempotent)."""
+        lm = self._lm(pl_module)
+        if self.hook is not None:
+            self.hook.remove()
+        n_layer = len(rg.decoder_blocks(lm))
+        self.layer = self.layer_arg if self.layer_arg is not None else n_layer // 2
+        self.hook = rg.HiddenStateHook(lm, self.layer)
+        self._apply_mask()
+
+    @property
+    def _trains_logits(self) -> bool:
+        return self.learn_mask or self.mask_grad_from_task
+
+    def _apply_mask(self, task: bool = False) -> None:
+        """Set the hook's mask: detached, except the graph-carrying ``σ(ℓ)`` a learning mask needs.
+
+        ``task=True`` is the training forward: it carries the graph only with ``mask_grad_from_task`` (card step 7:
+        by default the task loss never reaches the mask).
+        """
+        if self.hook is None:
+            return
+        if self.logits is None:
+            self.hook.mask = None
+        elif task and self.mask_grad_from_task or not task and self.learn_mask and torch.is_grad_enabled():
+            self.hook.mask = torch.sigmoid(self.logits)
+        else:
+            self.hook.mask = torch.sigmoid(self.logits.detach())
+        if self.mu is not None:
+            self.hook.ablate = self.mu if self.ablate_value == "clean_mean" else torch.zeros_like(self.mu)
+
+    # ------------------------------------------------------------------------------------------------------------
+    # Lightning hooks
+    # ------------------------------------------------------------------------------------------------------------
+    def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        """Install the hook (every stage: a tested checkpoint is masked) and, for fit, the extra loss term."""
+        self.attach(pl_module)
+        if stage == "fit":
+            _require(trainer.datamodule, "clean_dataloader", "RepGuardCallback")
+            pl_module.extra_loss_terms["repguard"] = self._term
+            rank_zero_info(
+                f"RepGuard-style defense (card reconstruction): layer {self.layer}, warm-up "
+                f"{self.warmup_epochs} epochs, sparsity {self.sparsity}, {self.localization} localisation"
+            )
+
+    def teardown(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        """Leave the hook in place (inference after fit stays masked); drop the loss term after fit."""
+        if stage == "fit":
+            pl_module.extra_loss_terms.pop("repguard", None)
+
+    def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Re-localise at the end of warm-up and every ``relocalize_every`` epochs after it."""
+        epoch = trainer.current_epoch
+        if epoch >= self.warmup_epochs and (epoch - self.warmup_epochs) % self.relocalize_every == 0:
+            was_training = pl_module.training
+            pl_module.eval()
+            self.localize(trainer, pl_module, epoch)
+            pl_module.train(was_training)
+
+    def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int) -> None:
+        """Record the hooked state of the training forward (the independence term reads it); set its mask."""
+        if self.hook is not None:
+            self.hook.record = self.mask is not None
+            self._apply_mask(task=True)
+
+    def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:  # fmt: skip
+        """Release the recorded state; step the mask logits when they learn."""
+        if self.hook is not None:
+            self.hook.record, self.hook.h = False, None
+        if self._mask_opt is not None and self.logits is not None and self.logits.grad is not None:
+            self._mask_opt.step()
+            self._mask_opt.zero_grad(set_to_none=True)
+        self._apply_mask()
+
+    # ------------------------------------------------------------------------------------------------------------
+    # localisation
+    # ------------------------------------------------------------------------------------------------------------
+    def _batches(self, loader: Any, limit: int | None) -> list[Any]:
+        return list(islice(iter(loader), limit)) if limit is not None else list(loader)
+
+    def localize(self, trainer: Trainer, pl_module: LightningModule, epoch: int) -> None:
+        """Steps 2-4 and 7: clean statistics, dimension scores, mask logits merged into the running mask."""
+        assert self.hook is not None
+        lm = self._lm(pl_module)
+        clean = self._batches(_require(trainer.datamodule, "clean_dataloader", "RepGuardCallback")(), None)
+        mu, sigma = rg.clean_statistics(lm, self.hook, clean)
+        if self.mu is None or self.sigma is None:
+            self.mu, self.sigma = mu, sigma
+        else:
+            self.mu = self.stats_ema * mu + (1 - self.stats_ema) * self.mu
+            self.sigma = self.stats_ema * sigma + (1 - self.stats_ema) * self.sigma
+        if self.localization == "random":
+            gen = torch.Generator().manual_seed(self.seed + 1000 * epoch)
+            s = torch.randn(self.mu.shape[0], generator=gen)
+        else:
+            train = self._batches(trainer.train_dataloader, self.localize_batches)
+            s = rg.localisation_pass(lm, self.hook, train, self.mu, self.sigma, self.lambda_lc, self.top_frac,
+                                     self.window)  # fmt: skip
+            if self.contrast_clean:
+                s = s - rg.localisation_pass(lm, self.hook, clean, self.mu, self.sigma, self.lambda_lc,
+                                             self.top_frac, self.window)  # fmt: skip
+        new, tau = rg.mask_logits(s, self.sparsity)
+        old = None if self.logits is None else self.logits.detach()
+        self.logits, self.flagged, self.strikes = rg.merge_logits(old, new, self.flagged, self.strikes, self.logit_ema)
+        self.scores = s
+        if self._trains_logits:
+            self.logits = self.logits.detach().requires_grad_(True)
+            self._mask_opt = torch.optim.Adam([self.logits], lr=self.mask_lr)
+        self._apply_mask()
+        m = self.mask
+        assert m is not None
+        top = torch.topk(s, min(8, s.shape[0])).indices.tolist()
+        self.history.append({"epoch": epoch, "tau": float(tau), "flagged": int(self.flagged.sum()),
+                             "mask_mean": float(m.mean()), "top_dims": top})  # fmt: skip
+        if getattr(trainer, "training", False):  # inside Lightning's fit loop (benchmarks call localize directly)
+            pl_module.log_dict({"train/mask_mean": float(m.mean()), "train/flagged": float(self.flagged.sum())})
+
+    # ------------------------------------------------------------------------------------------------------------
+    # the multi-objective loss (step 6)
+    # ------------------------------------------------------------------------------------------------------------
+    def _next_clean(self, trainer: Trainer) -> Any:
+        """The next trusted batch; a new pass (the datamodule's fresh permutation) when one runs out."""
+        if self._clean is not None:
+            batch = next(self._clean, None)
+            if batch is not None:
+                return batch
+        self._clean = iter(_require(trainer.datamodule, "clean_dataloader", "RepGuardCallback")())
+        return next(self._clean)
+
+    def objectives(self, pl_module: LightningModule, batch: Any) -> dict[str, Tensor]:
+        """Independence, sparsity and clean-KL terms of one training step (needs the recorded training forward)."""
+        assert self.hook is not None and self.logits is not None
+        m = torch.sigmoid(self.logits if self.learn_mask else self.logits.detach()).to(pl_module.device)
+        h = self.hook.h
+        if h is None:
+            raise RuntimeError("RepGuardCallback: the training forward was not recorded (hook.record off)")
+        independence = rg.independence_penalty(h, m.detach(), batch["attention_mask"].bool())
+        clean = pl_module.transfer_batch_to_device(self._next_clean(pl_module.trainer), pl_module.device, 0)
+        if self.keep_batch_rows is not None:  # the clean loader is reshuffled per pass: the first rows are a sample
+            clean = {k: v[: self.keep_batch_rows] for k, v in clean.items()}
+        self.hook.record = False  # the clean forwards must not replace the recorded training state
+        with torch.no_grad(), self.hook.disabled():
+            ref = pl_module(clean["input_ids"], clean["attention_mask"])
+        self._apply_mask()  # the clean forward: the graph-carrying mask when it learns
+        masked = pl_module(clean["input_ids"], clean["attention_mask"])
+        if self.keep_positions == "prompt":
+            where = clean["prompt_mask"].bool()
+        else:  # position t predicts token t + 1: the positions whose next token is a response token
+            where = torch.zeros_like(clean["prompt_mask"], dtype=torch.bool)
+            where[:, :-1] = clean["labels"][:, 1:] != -100
+        keep = rg.keep_kl(ref, masked, where)
+        return {"independence": independence, "sparsity": m.mean(), "keep": keep}
+
+    def _term(self, module: LightningModule, batch: Any, out: dict[str, Tensor]) -> Tensor:
+        if self.mask is None:  # warm-up: plain loss
+            return out["loss"].new_zeros(())
+        terms = self.objectives(module, batch)
+        weights = {"independence": self.lambda_ind, "sparsity": self.lambda_sp, "keep": self.lambda_keep}
+        if self.combine == "mgda":
+            params = [p for p in module.parameters() if p.requires_grad]
+            names = ["task", "independence", "keep"]
+            values = [out["loss"], self.lambda_ind * terms["independence"], self.lambda_keep * terms["keep"]]
+            grads = []
+            for value in values:
+                g = torch.autograd.grad(value, params, retain_graph=True, allow_unused=True)
+                grads.append(torch.cat([(x if x is not None else torch.zeros_like(p)).flatten()
+                                        for x, p in zip(g, params, strict=True)]))  # fmt: skip
+            w = rg.mgda_weights(grads).detach() * len(names)  # scaled so equal weights give the weighted sum
+            total = (w[0] - 1.0) * out["loss"] + w[1] * values[1] + w[2] * values[2]
+            total = total + self.lambda_sp * terms["sparsity"]
+        else:
+            total = sum(weights[k] * v for k, v in terms.items())
+        if module._logs_this_step():  # type: ignore[attr-defined]
+            module.log_dict({f"train/repguard_{k}": v.detach() for k, v in terms.items()},
+                            batch_size=batch["input_ids"].shape[0])  # fmt: skip
+        return total  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------------------------------------------------
+    # evaluation helpers and state
+    # ------------------------------------------------------------------------------------------------------------
+    def token_scores(self, pl_module: LightningModule, batch: Any, k: int = 8) -> Tensor:
+        """Token scores ``u_{b,t}`` of a batch (unmasked forward, the current clean statistics): ``[B, T]``."""
+        assert self.hook is not None
+        if self.mu is None or self.sigma is None:
+            raise RuntimeError("RepGuardCallback.token_scores: no clean statistics yet (localise first)")
+        lm = self._lm(pl_module)
+        ((h, valid, _),) = list(rg.collect_hidden(lm, self.hook, [batch]))
+        score = rg.combined_score(h, valid, self.mu, self.sigma, self.lambda_lc, self.window)
+        return rg.token_scores(score, valid, k)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Statistics, mask logits, flags and history (tensors and primitives only)."""
+        logits = None if self.logits is None else self.logits.detach()
+        return {"mu": self.mu, "sigma": self.sigma, "logits": logits, "flagged": self.flagged, "strikes": self.strikes,
+                "scores": self.scores, "history": self.history, "layer": self.layer}  # fmt: skip
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore the state and re-apply the mask to an installed hook."""
+        for key in ("mu", "sigma", "logits", "flagged", "strikes", "scores", "history"):
+            setattr(self, key, state_dict.get(key))
+        self.history = list(self.history or [])
+        if self.logits is not None and self._trains_logits:
+            self.logits = self.logits.detach().requires_grad_(True)
+            self._mask_opt = torch.optim.Adam([self.logits], lr=self.mask_lr)
+        self._apply_mask()
+
+
+class BackdoorEvaluation(Callback):
+    """The card's metrics after fit (and after ``zoo test``): the trained model and the post-hoc baselines in one run.
+
+    Evaluates the trained LM as it runs (a RepGuard mask included) on the datamodule's clean and triggered test
+    prompts: ASR with the trigger per kind and averaged, ASR without it, clean accuracy (exact match), the clean
+    refusal rate and CA_avg (percent), and the trigger-localisation AUROC of the token scores. Then each post-hoc
+    baseline on a copy of the trained LM (card, Baselines): ``quant_int8``, ``quant_int4``, ``prune`` (MLP units,
+    rate chosen on clean validation) and ``onion`` (input filter, scorer trained on clean prompts), and
+    ``clean_finetune`` (``clean_ft_epochs`` epochs of AdamW at ``clean_ft_lr`` on the trusted clean set, from the
+    trained weights without any mask). Everything
+    is logged as ``eval/<arm>/<metric>`` and written to ``<run dir>/backdoor_eval.json``.
+
+    Args:
+        baselines: post-hoc baselines to run after fit (a subset of ``quant_int8``, ``quant_int4``, ``prune``,
+            ``onion``, ``clean_finetune``); ``[]`` evaluates the trained model only.
+        prune_method: ``magnitude`` or ``wanda``.
+        onion_threshold: ONION's ``t`` (card default 0); ``null`` selects it on clean validation.
+        clean_ft_epochs: epochs of the clean fine-tune baseline (card: 3).
+        clean_ft_lr: its learning rate (card: 5e-4).
+        onion_steps: training steps of ONION's clean-prompt scorer LM (ours).
+        on_test: also evaluate (the trained model only) at the end of ``zoo test``.
+    """
+
+    def __init__(
+        self,
+        baselines: list[str] | None = None,
+        prune_method: Literal["magnitude", "wanda"] = "magnitude",
+        onion_threshold: float | None = 0.0,
+        clean_ft_epochs: int = 3,
+        clean_ft_lr: float = 5e-4,
+        onion_steps: int = 300,
+        on_test: bool = True,
+    ) -> None:
+        self.baselines = list(baselines) if baselines is not None else []
+        known = {"quant_int8", "quant_int4", "prune", "onion", "clean_finetune"}
+        if unknown := sorted(set(self.baselines) - known):
+            raise ValueError(f"baselines: unknown {unknown}; expected a subset of {sorted(known)}")
+        self.prune_method, self.onion_threshold = prune_method, onion_threshold
+        self.clean_ft_epochs, self.clean_ft_lr, self.on_test = clean_ft_epochs, clean_ft_lr, on_test
+        self.onion_steps = onion_steps
+        #: The last results, ``{arm: metrics}``.
+        self.results: dict[str, dict[str, Any]] = {}
+
+    def _scorer(self, trainer: Trainer, pl_module: LightningModule) -> tuple[Any, Any]:
+        from zoo.repguard.evaluate import clean_stat_token_scorer
+
+        defense = next((c for c in trainer.callbacks if isinstance(c, RepGuardCallback)), None)  # type: ignore[attr-defined]
+        if defense is not None and defense.mu is not None:
+            return (lambda batch: defense.token_scores(pl_module, batch)), (lambda: None)
+        return clean_stat_token_scorer(pl_module.model.lm, trainer.datamodule)
+
+    def evaluate_all(self, trainer: Trainer, pl_module: LightningModule, baselines: list[str]) -> dict[str, Any]:
+        """Evaluate the trained model and ``baselines``; log and write the results."""
+        import json
+        from pathlib import Path
+
+        from zoo.repguard.evaluate import evaluate, post_hoc_baselines
+
+        dm = trainer.datamodule
+        dm.setup()
+        lm = pl_module.model.lm
+        scorer, remove = self._scorer(trainer, pl_module)
+        try:
+            results: dict[str, dict[str, Any]] = {"model": evaluate(lm, dm, token_scorer=scorer)}
+        finally:
+            remove()
+        post = [b for b in baselines if b != "clean_finetune"]
+        if post:
+            results |= post_hoc_baselines(lm, dm, post, self.prune_method, onion_threshold=self.onion_threshold,
+                                          onion_steps=self.onion_steps)  # fmt: skip
+        if "clean_finetune" in baselines:
+            # a fresh module with the trained weights (no hook, no extra loss term, not attached to this trainer)
+            hparams = {k: v for k, v in pl_module.hparams.items() if not k.startswith("_")}
+            tuned = type(pl_module)(**{**hparams, "pretrained": None, "lr": self.clean_ft_lr})
+            tuned.load_state_dict(pl_module.state_dict())
+            clean_dm = type(dm)(
+                **{k: v for k, v in dm.hparams.items() if not k.startswith("_")} | {"train_on": "clean"}
+            )
+            inner = Trainer(max_epochs=self.clean_ft_epochs, accelerator="cpu", devices=1, logger=False,
+                            enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                            num_sanity_val_steps=0, limit_val_batches=0)  # fmt: skip
+            inner.fit(tuned, datamodule=clean_dm)
+            results["clean_finetune"] = evaluate(tuned.model.lm, clean_dm)
+        self.results = results
+        flat = {f"eval/{arm}/{k}": float(v) for arm, r in results.items() for k, v in r.items()
+                if isinstance(v, int | float)}  # fmt: skip
+        for logger in trainer.loggers:
+            logger.log_metrics(flat, step=trainer.global_step)
+        run_dir = Path(trainer.log_dir or trainer.default_root_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "backdoor_eval.json").write_text(json.dumps(results, indent=2, default=float), encoding="utf-8")
+        for arm, r in results.items():
+            rank_zero_info(f"backdoor eval [{arm}]: ASR w/t {r['asr_wt_mean']:.1f}% (per kind {r['asr_wt']}), "
+                           f"ASR w/o {r['asr_wo']:.1f}%, CA {r['ca']:.1f}%, CA_avg {r['ca_avg']:.1f}%")  # fmt: skip
+        return results
+
+    def on_fit_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """The trained model and the configured baselines."""
+        if trainer.is_global_zero:
+            self.evaluate_all(trainer, pl_module, self.baselines)
+
+    def on_test_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """``zoo test``: the (reloaded, possibly masked) model only."""
+        if self.on_test and trainer.is_global_zero:
+            self.evaluate_all(trainer, pl_module, [])

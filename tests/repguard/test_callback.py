@@ -1,0 +1,130 @@
+"""RepGuardCallback on a tiny GPT-2 and a small poisoned set: warm-up, mask sparsity, detach (card test 5), the
+learning mask, the random control, state round trip and masked inference after a checkpoint reload."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightning.pytorch as pl
+import pytest
+import torch
+
+from callbacks.backdoor_defense import RepGuardCallback
+from datamodules.backdoor import BackdoorDataModule
+from zoo.repguard.module import InstructionLMModule
+
+TINY = {"n_layer": 2, "n_embd": 32, "n_head": 2}
+
+
+def _setup(**cb_kwargs: object) -> tuple[BackdoorDataModule, InstructionLMModule, RepGuardCallback]:
+    dm = BackdoorDataModule(n_train=256, n_clean=64, n_val=32, n_test=32, batch_size=32)
+    dm.setup()
+    module = InstructionLMModule(vocab_size=dm.vocab_size, max_length=dm.max_length, **TINY)
+    return dm, module, RepGuardCallback(**cb_kwargs)
+
+
+def _fit(
+    dm: BackdoorDataModule, module: InstructionLMModule, cb: RepGuardCallback, epochs: int, tmp: Path
+) -> pl.Trainer:
+    trainer = pl.Trainer(max_epochs=epochs, accelerator="cpu", logger=False, enable_progress_bar=False,
+                         enable_model_summary=False, num_sanity_val_steps=0, default_root_dir=str(tmp),
+                         callbacks=[cb], limit_val_batches=1)  # fmt: skip
+    trainer.fit(module, datamodule=dm)
+    return trainer
+
+
+def test_warmup_then_mask_with_card_sparsity(tmp_path: Path) -> None:
+    """No mask during warm-up (the loss term is 0); after it, exactly sparsity·d dimensions sit above τ (m > 0.5), one
+    history entry per localisation, and the hook stays on the configured layer (n_layer // 2 = 1)."""
+    dm, module, cb = _setup(warmup_epochs=1, sparsity=0.125, localize_batches=2)
+    _fit(dm, module, cb, 1, tmp_path)
+    assert cb.mask is None and cb.history == []
+    _fit(dm, module, cb, 3, tmp_path / "b")
+    assert cb.mask is not None and cb.layer == 1
+    assert [h["epoch"] for h in cb.history] == [1, 2]
+    assert int((cb.flagged).sum()) >= 4 and int((cb.mask > 0.5).sum()) >= 4  # 0.125 · 32 = 4 (+ held dimensions)
+    assert cb.hook is not None and torch.equal(cb.hook.mask, cb.mask.detach())
+
+
+def test_mask_takes_no_task_gradient_unless_asked() -> None:
+    """Card test 5: after a CE-only backward the mask logits have no gradient (mask_grad_from_task false), even with
+    a learning mask; with the knob on they do. A hook that used the graph-carrying mask in the task forward fails."""
+    from zoo.repguard import model as rg
+
+    for from_task in (False, True):
+        dm, module, cb = _setup(mask_grad_from_task=from_task, learn_mask=True)
+        cb.attach(module)
+        cb.mu, cb.sigma = rg.clean_statistics(module.model.lm, cb.hook, list(dm.clean_dataloader()))
+        cb.logits = torch.randn(32).requires_grad_(True)
+        batch = next(iter(dm.train_dataloader()))
+        cb.on_train_batch_start(None, module, batch, 0)  # type: ignore[arg-type]  # sets the task forward's mask
+        module.compute_loss(batch)["loss"].backward()
+        assert (cb.logits.grad is not None) == from_task
+
+
+def test_random_control_same_construction_different_dims(tmp_path: Path) -> None:
+    """localization=random: the same sparsity and mask construction, seeded, but its flagged set differs from
+    RepGuard's on the same run (it must not read the data)."""
+    dm, module, cb = _setup(warmup_epochs=0, sparsity=0.125, localize_batches=2)
+    _fit(dm, module, cb, 1, tmp_path)
+    dm2, module2, rnd = _setup(warmup_epochs=0, sparsity=0.125, localize_batches=2, localization="random")
+    _fit(dm2, module2, rnd, 1, tmp_path / "r")
+    assert int(rnd.flagged.sum()) == int(cb.flagged.sum()) == 4
+    assert not torch.equal(rnd.flagged, cb.flagged)
+    _, module3, rnd2 = _setup(warmup_epochs=0, sparsity=0.125, localize_batches=2, localization="random")
+    _fit(dm2, module3, rnd2, 1, tmp_path / "r2")
+    assert torch.equal(rnd2.flagged, rnd.flagged)
+
+
+def test_state_round_trip_and_masked_test_after_reload(tmp_path: Path) -> None:
+    """The mask, statistics and history survive a checkpoint: `trainer.test(ckpt_path=...)` with a fresh callback
+    restores them onto a fresh module's hook, and the test forward equals the trained (masked) model's."""
+    dm, module, cb = _setup(warmup_epochs=0, localize_batches=2)
+    trainer = _fit(dm, module, cb, 1, tmp_path)
+    ckpt = tmp_path / "last.ckpt"
+    trainer.save_checkpoint(ckpt)
+    batch = next(iter(dm.test_dataloader()))
+    module.eval()
+    with torch.no_grad():
+        want = module(batch["input_ids"], batch["attention_mask"])
+    fresh_cb = RepGuardCallback(warmup_epochs=0, localize_batches=2)
+    fresh = InstructionLMModule(vocab_size=dm.vocab_size, max_length=dm.max_length, **TINY)
+    tester = pl.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False,
+                        callbacks=[fresh_cb], default_root_dir=str(tmp_path), limit_test_batches=1)  # fmt: skip
+    tester.test(fresh, datamodule=dm, ckpt_path=str(ckpt), verbose=False)
+    assert torch.equal(fresh_cb.logits, cb.logits.detach()) and fresh_cb.history == cb.history
+    fresh.eval()
+    with torch.no_grad():
+        got = fresh(batch["input_ids"], batch["attention_mask"])
+    torch.testing.assert_close(got, want)
+    with torch.no_grad(), fresh_cb.hook.disabled():
+        unmasked = fresh(batch["input_ids"], batch["attention_mask"])
+    assert not torch.allclose(unmasked, want)
+
+
+def test_bad_arguments_name_the_flag() -> None:
+    """Impossible settings fail at construction, naming the argument."""
+    cases = (({"sparsity": 0.0}, "sparsity"), ({"top_frac": 2.0}, "top_frac"),
+             ({"localize_batches": 0}, "localize_batches"), ({"logit_ema": 0.0}, "logit_ema"))  # fmt: skip
+    for kwargs, match in cases:
+        with pytest.raises(ValueError, match=match):
+            RepGuardCallback(**kwargs)  # type: ignore[arg-type]
+
+
+def test_cli_run_writes_the_evaluation(tmp_path: Path) -> None:
+    """`zoo fit -c configs/repguard/no_defense.yaml` ends with backdoor_eval.json in the run dir: the trained model
+    and each configured post-hoc baseline with ASR w/t per kind, ASR w/o, CA, CA_avg (and AUROC for the model)."""
+    import json
+
+    from conftest import QUIET, ROOT, TINY_BACKDOOR
+
+    from zoo.cli import main
+
+    main(["fit", "-c", str(ROOT / "configs/repguard/no_defense.yaml"), *QUIET, *TINY_BACKDOOR,
+          "--trainer.max_epochs=1", "--trainer.logger=false", f"--trainer.default_root_dir={tmp_path}"])  # fmt: skip
+    blob = json.loads((tmp_path / "backdoor_eval.json").read_text())
+    assert set(blob) == {"model", "quant_int8", "quant_int4", "prune", "onion", "clean_finetune"}
+    for arm in blob.values():
+        assert {"asr_wt", "asr_wo", "ca", "ca_avg", "asr_wt_mean"} <= arm.keys()
+        assert set(arm["asr_wt"]) == {"badnets_word"}
+    assert 0.0 <= blob["model"]["auroc"]["badnets_word"] <= 1.0
