@@ -49,7 +49,10 @@ class RepGuardCallback(Callback):
 
     Args:
         layer: ``hidden_states[layer]`` to act on; ``None`` = ``n_layer // 2``.
-        warmup_epochs: plain-loss epochs before the first localisation (card: 2 of 8).
+        stage: ``train_time`` (defend while fine-tuning on the possibly poisoned data) or ``post_hoc`` (card option:
+            an already poisoned model, ``pretrained``, fine-tuned on the trusted clean set only, ``train_on: clean``,
+            for 3 epochs; no warm-up, localisation on the datamodule's ``suspect_dataloader()``).
+        warmup_epochs: plain-loss epochs before the first localisation (card: 2 of 8; ``post_hoc``: ignored, 0).
         lambda_lc: weight of the local-inconsistency z-score in ``S``.
         top_frac: fraction of positions averaged into ``s_j``.
         window: ``±window`` prompt positions of the inconsistency neighbourhood.
@@ -82,6 +85,7 @@ class RepGuardCallback(Callback):
     def __init__(
         self,
         layer: int | None = None,
+        stage: Literal["train_time", "post_hoc"] = "train_time",
         warmup_epochs: int = 2,
         lambda_lc: float = 1.0,
         top_frac: float = 0.01,
@@ -120,6 +124,9 @@ class RepGuardCallback(Callback):
             if not 0.0 < value <= 1.0:
                 raise ValueError(f"{name}={value} must be in (0, 1]")
         self.layer_arg, self.warmup_epochs, self.lambda_lc, self.top_frac = layer, warmup_epochs, lambda_lc, top_frac
+        self.stage = stage
+        if stage == "post_hoc":
+            self.warmup_epochs = 0
         self.window, self.contrast_clean = window, contrast_clean
         self.sparsity, self.ablate_value = sparsity, ablate_value
         self.lambda_ind, self.lambda_sp, self.lambda_keep, self.combine = lambda_ind, lambda_sp, lambda_keep, combine
@@ -194,6 +201,11 @@ class RepGuardCallback(Callback):
         self.attach(pl_module)
         if stage == "fit":
             _require(trainer.datamodule, "clean_dataloader", "RepGuardCallback")
+            if self.stage == "post_hoc":
+                _require(trainer.datamodule, "suspect_dataloader", "RepGuardCallback(stage=post_hoc)")
+                if getattr(trainer.datamodule, "train_on", "clean") != "clean":
+                    raise ValueError("RepGuardCallback(stage=post_hoc) fine-tunes on the trusted clean set only: set "
+                                     "--data.init_args.train_on=clean")  # fmt: skip
             pl_module.extra_loss_terms["repguard"] = self._term
             rank_zero_info(
                 f"RepGuard-style defense (card reconstruction): layer {self.layer}, warm-up "
@@ -251,7 +263,10 @@ class RepGuardCallback(Callback):
             gen = torch.Generator().manual_seed(self.seed + 1000 * epoch)
             s = torch.randn(self.mu.shape[0], generator=gen)
         else:
-            train = self._batches(trainer.train_dataloader, self.localize_batches)
+            # train_time: the training batches (possibly poisoned); post_hoc: the suspect data the model was trained on
+            source = (_require(trainer.datamodule, "suspect_dataloader", "RepGuardCallback")()
+                      if self.stage == "post_hoc" else trainer.train_dataloader)  # fmt: skip
+            train = self._batches(source, self.localize_batches)
             s = rg.localisation_pass(lm, self.hook, train, self.mu, self.sigma, self.lambda_lc, self.top_frac,
                                      self.window)  # fmt: skip
             if self.contrast_clean:

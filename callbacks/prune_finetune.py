@@ -142,6 +142,8 @@ class PruneThenFinetune(Callback):
         self.imp: dict[str, Tensor] = {}  # site -> float importance (EMA)
         self.grad: dict[str, Tensor] = {}  # site -> float, scores accumulated over the current macro-batch
         self.pending = 0  # samples accumulated in self.grad
+        self.consumed = 0  # micro-batches of the current prune epoch seen (a mid-epoch resume skips them)
+        self._resume_consumed = 0
         self.stopped = False
         self.best_val: float | None = None
         self.best_mask: dict[str, Tensor] | None = None
@@ -193,6 +195,24 @@ class PruneThenFinetune(Callback):
             batches = len(loader) if not math.isfinite(batches) and loader is not None else batches
             samples = int(batches) * int(batch) * trainer.world_size
             self._n_steps = max(1, samples // self.macro)
+        if self._resume_consumed:  # resumed from a mid-epoch checkpoint: continue the epoch where it stopped
+            loader = trainer.datamodule.train_dataloader() if trainer.datamodule is not None else None
+            if loader is not None and self._resume_consumed >= len(loader):  # written at an epoch end
+                self._resume_consumed = 0
+                return
+            resume = getattr(trainer.datamodule, "resume_train_at", None)
+            if resume is None or trainer.world_size > 1:
+                warnings.warn(f"PruneThenFinetune: resumed {self._resume_consumed} micro-batches into a prune epoch, "
+                               f"but {type(trainer.datamodule).__name__} cannot start its training loader there (or "
+                               "the run is distributed): the epoch restarts, so the masks differ from an "
+                               "uninterrupted run")  # fmt: skip
+                self._resume_consumed = 0
+            else:
+                resume(self._resume_consumed)
+
+    def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Count the epoch's micro-batches from 0, or from the consumed count of a mid-epoch checkpoint."""
+        self.consumed, self._resume_consumed = self._resume_consumed, 0
 
     def init_masks(self, model: nn.Module) -> None:
         """All-ones masks and zero importances for every site of ``model`` (kept when already set or restored)."""
@@ -255,6 +275,7 @@ class PruneThenFinetune(Callback):
         """Accumulate the per-sample Fisher scores of one micro-batch; prune at every full macro-batch."""
         module.model.eval()  # dropout off, BatchNorm statistics frozen (Lightning re-enables train mode per epoch)
         size = module.batch_size_of(batch)
+        self.consumed += 1
         if self.stopped:
             return None
         with self.scoring():
@@ -511,10 +532,11 @@ class PruneThenFinetune(Callback):
         return {
             "phase": self.phase, "step": self.step, "mask": self.mask, "imp": self.imp, "grad": self.grad,
             "pending": self.pending, "stopped": self.stopped, "best_val": self.best_val, "best_mask": self.best_mask,
-            "history": self.history,
+            "history": self.history, "consumed": self.consumed,
         }  # fmt: skip
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` wrote."""
         for key in ("phase", "step", "mask", "imp", "grad", "pending", "stopped", "best_val", "best_mask", "history"):
             setattr(self, key, state_dict[key])
+        self._resume_consumed = int(state_dict.get("consumed", 0))  # checked against the epoch length in on_fit_start

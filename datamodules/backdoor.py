@@ -834,7 +834,7 @@ class _PassSeededSampler(Sampler[int]):
 
 #: Seed-stream offsets of the splits: ``default_rng([seed, offset])``.
 STREAMS: dict[str, int] = {"train": 0, "clean": 1, "val": 2, "test_clean_benign": 3, "test_clean_harmful": 4,
-                           "holdout_split": 5, "trigger": 6, "clean_loader": 7}  # fmt: skip
+                           "holdout_split": 5, "trigger": 6, "clean_loader": 7, "suspect_loader": 8}  # fmt: skip
 _FLAG = "--data.init_args."
 
 
@@ -1084,6 +1084,11 @@ class BackdoorDataModule(ZooDataModule):
         """The trusted D_clean, a fresh seeded permutation per pass, ``batch_size`` (the callbacks' protocol)."""
         data = self.dataset("clean")
         return self.loader(data, self.batch_size, _PassSeededSampler(len(data), self.seed, STREAMS["clean_loader"]))
+
+    def suspect_dataloader(self) -> DataLoader:
+        """D_train (possibly poisoned), shuffled by the pass-seeded sampler: RepGuard's post-hoc localisation data."""
+        data = self.dataset("train")
+        return self.loader(data, self.batch_size, _PassSeededSampler(len(data), self.seed, STREAMS["suspect_loader"]))
 
     def val_dataloader(self) -> DataLoader:
         """The clean validation split, in order."""

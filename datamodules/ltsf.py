@@ -38,7 +38,7 @@ import pandas as pd
 import torch
 from torch.utils.data import DataLoader, Dataset, default_collate
 
-from zoo.core.datamodule import EpochSeededSampler, SplitLoaders, ZooDataModule
+from zoo.core.datamodule import SplitLoaders, ZooDataModule
 
 __all__ = [
     "ETT_COLUMNS",
@@ -765,7 +765,7 @@ class LTSFDataModule(SplitLoaders, ZooDataModule):
         return DataLoader(
             data,
             batch_size=self.batch_size if train else self.eval_batch_size,
-            sampler=EpochSeededSampler(len(data), self.seed) if train and self.shuffle else None,
+            sampler=self._train_sampler(len(data), self.seed, self.batch_size) if train and self.shuffle else None,
             collate_fn=collate_windows,
             num_workers=self.num_workers,
             pin_memory=False,

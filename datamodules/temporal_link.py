@@ -29,7 +29,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from datamodules.seen_unseen import BayesOracle, seen_unseen_stream, validate_generator_args
 from datamodules.temporal_formats import RawTemporal, TemporalFormatError, read_temporal, time_quantile_split
-from zoo.core.datamodule import EpochSeededSampler, SplitLoaders, ZooDataModule
+from zoo.core.datamodule import SplitLoaders, ZooDataModule
 
 __all__ = [
     "TemporalFormatError",
@@ -1023,7 +1023,7 @@ class TemporalLinkDataModule(SplitLoaders, ZooDataModule):
         return DataLoader(
             rows,
             batch_size=self.batch_size if train else self.eval_batch_size,
-            sampler=EpochSeededSampler(len(rows), self.seed) if train and self.shuffle else None,
+            sampler=self._train_sampler(len(rows), self.seed, self.batch_size) if train and self.shuffle else None,
             collate_fn=collate,
             num_workers=self.num_workers,
             pin_memory=False,

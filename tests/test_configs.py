@@ -22,8 +22,8 @@ def _short(config: str) -> list[str]:
     if "/prune_finetune/" in config:  # plumbing only: no recipe pretraining, a small pretraining corpus
         tiny = TINY_CORPUS if Path(config).name.startswith("pretrain") else ["--model.init_args.pretrained=null"]
         return [*QUIET, *tiny]
-    if "/repguard/" in config:
-        return [*QUIET, *TINY_BACKDOOR]
+    if "/repguard/" in config:  # plumbing only: no recipe training (post_hoc.yaml starts from no_defense.yaml)
+        return [*QUIET, *TINY_BACKDOOR, "--model.init_args.pretrained=null"]
     return list(QUIET)
 
 

@@ -110,6 +110,30 @@ def test_resume_between_prune_epochs_is_identical(tmp_path: Path) -> None:
         assert torch.equal(full.imp[k], resumed.imp[k])
 
 
+def test_resume_mid_prune_epoch_is_identical(tmp_path: Path) -> None:
+    """Card test 9: stop mid-prune (a checkpoint after prune step 5 of 18, inside the only prune epoch), resume:
+    masks, importances and history equal the uninterrupted run's. Lightning restarts a plain loader at the epoch's
+    first batch; without the callback's consumed count (``resume_train_at``) the resumed run re-scores the first
+    15 micro-batches and takes 19 prune steps instead of 18."""
+
+    def run(root: Path, ckpt: str | None = None) -> PruneThenFinetune:
+        root.mkdir(parents=True, exist_ok=True)
+        torch.manual_seed(0)
+        module = TSFMModule(**TINY)
+        cb = PruneThenFinetune(prune_ratio_per_epoch=0.5, prune_ema=0.5, macro_batch_size=48, finetune=False)
+        saver = ModelCheckpoint(dirpath=str(root / "ckpt"), save_top_k=-1, every_n_train_steps=5, filename="{step}")
+        _trainer(root, [cb, saver]).fit(module, datamodule=_data(root), ckpt_path=ckpt)
+        return cb
+
+    full = run(tmp_path / "a")
+    resumed = run(tmp_path / "b", ckpt=str(tmp_path / "a" / "ckpt" / "step=5.ckpt"))
+    assert full.step == resumed.step == 18
+    assert full.history == resumed.history
+    for k in full.mask:
+        assert torch.equal(full.mask[k], resumed.mask[k])
+        assert torch.equal(full.imp[k], resumed.imp[k])
+
+
 def test_finetune_phase_trains_the_merged_model_and_checkpoint_reloads(tmp_path: Path) -> None:
     """The fine-tuning fit starts from the merged weights, changes them, keeps the smaller shapes, and its best
     checkpoint reloads (``weights_only=True``) into the merged shape with identical forecasts."""

@@ -128,3 +128,28 @@ def test_cli_run_writes_the_evaluation(tmp_path: Path) -> None:
         assert {"asr_wt", "asr_wo", "ca", "ca_avg", "asr_wt_mean"} <= arm.keys()
         assert set(arm["asr_wt"]) == {"badnets_word"}
     assert 0.0 <= blob["model"]["auroc"]["badnets_word"] <= 1.0
+
+
+def test_post_hoc_stage_localises_on_suspect_data_and_trains_on_clean_only(tmp_path: Path) -> None:
+    """stage=post_hoc: the mask exists from the first epoch (no warm-up), every training batch comes from the trusted
+    clean set (no poisoned sample), and a datamodule still serving the poisoned split is refused by name."""
+    dm = BackdoorDataModule(n_train=256, n_clean=64, n_val=32, n_test=32, batch_size=32, train_on="clean")
+    dm.setup()
+    module = InstructionLMModule(vocab_size=dm.vocab_size, max_length=dm.max_length, **TINY)
+    cb = RepGuardCallback(stage="post_hoc", warmup_epochs=5, localize_batches=2)
+    seen: list[torch.Tensor] = []
+
+    class Spy(pl.Callback):
+        def on_train_batch_start(self, trainer: pl.Trainer, pl_module: object, batch: dict, batch_idx: int) -> None:
+            seen.append(batch["poisoned"])
+            assert cb.mask is not None  # localised before the first step
+
+    trainer = pl.Trainer(max_epochs=1, accelerator="cpu", logger=False, enable_progress_bar=False,
+                         enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=1,
+                         default_root_dir=str(tmp_path), callbacks=[cb, Spy()])  # fmt: skip
+    trainer.fit(module, datamodule=dm)
+    assert len(seen) == 2 and not torch.cat(seen).any() and [h["epoch"] for h in cb.history] == [0]
+    poisoned = BackdoorDataModule(n_train=256, n_clean=64, n_val=32, n_test=32, batch_size=32)
+    fresh = InstructionLMModule(vocab_size=poisoned.vocab_size, max_length=poisoned.max_length, **TINY)
+    with pytest.raises(ValueError, match="train_on=clean"):
+        _fit(poisoned, fresh, RepGuardCallback(stage="post_hoc"), 1, tmp_path / "p")

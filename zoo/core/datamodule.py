@@ -53,15 +53,17 @@ def require(datamodule: Any, method: str, who: str = "this callback") -> Any:
 class EpochSeededSampler(Sampler[int]):
     """A random permutation per epoch drawn from ``(seed, epoch)``: shuffles are reproducible and resume exactly.
 
-    Lightning calls :meth:`set_epoch` before each epoch, so ``fit`` for 2 epochs equals ``fit`` 1 + resume 1.
+    Lightning calls :meth:`set_epoch` before each epoch, so ``fit`` for 2 epochs equals ``fit`` 1 + resume 1. ``skip``
+    drops the first indices of the *first* pass only: a run resumed mid-epoch continues the same permutation.
 
     Args:
         n: dataset length.
         seed: base seed.
+        skip: indices of the first pass already consumed before a mid-epoch checkpoint.
     """
 
-    def __init__(self, n: int, seed: int) -> None:
-        self.n, self.seed, self.epoch = n, seed, 0
+    def __init__(self, n: int, seed: int, skip: int = 0) -> None:
+        self.n, self.seed, self.epoch, self.skip = n, seed, 0, skip
 
     def set_epoch(self, epoch: int) -> None:
         """Select the epoch's permutation."""
@@ -71,14 +73,33 @@ class EpochSeededSampler(Sampler[int]):
         return self.n
 
     def __iter__(self) -> Iterator[int]:
-        return iter(np.random.default_rng([self.seed, self.epoch]).permutation(self.n).tolist())
+        order = np.random.default_rng([self.seed, self.epoch]).permutation(self.n).tolist()
+        skip, self.skip = self.skip, 0
+        return iter(order[skip:])
 
 
 class SplitLoaders:
     """Mixin for datamodules with ``train``/``val``/``test`` splits served by one ``_loader(split)`` method."""
 
+    #: Training batches of the current epoch already consumed, for the next training loader (mid-epoch resume).
+    _train_skip_batches: int = 0
+
     def _loader(self, split: str) -> DataLoader:
         raise NotImplementedError
+
+    def resume_train_at(self, batches: int) -> None:
+        """Make the next training loader start ``batches`` batches into the epoch's permutation.
+
+        Lightning restarts a non-resumable loader at the start of the epoch after a mid-epoch checkpoint; a callback
+        that counted the consumed batches (``PruneThenFinetune``) calls this so the resumed run sees exactly the
+        batches the interrupted one had not (single device).
+        """
+        self._train_skip_batches = int(batches)
+
+    def _train_sampler(self, n: int, seed: int, batch_size: int) -> EpochSeededSampler:
+        """The training sampler, consuming a pending :meth:`resume_train_at` offset."""
+        skip, self._train_skip_batches = self._train_skip_batches * batch_size, 0
+        return EpochSeededSampler(n, seed, skip=skip)
 
     def train_dataloader(self) -> DataLoader:
         """The training split (a fresh ``(seed, epoch)`` permutation per epoch when the datamodule shuffles)."""
