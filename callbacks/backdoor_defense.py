@@ -57,7 +57,9 @@ class RepGuardCallback(Callback):
         top_frac: fraction of positions averaged into ``s_j``.
         window: ``±window`` prompt positions of the inconsistency neighbourhood.
         contrast_clean: subtract the clean set's ``s_j``.
-        sparsity: ``ρ_m``, the fraction of dimensions above ``τ``.
+        sparsity: ``ρ_m``, the fraction of dimensions above ``τ`` (``token_dimension``: of ``(b, t, j)`` entries).
+        mask_granularity: ``dimension`` (one ``[d]`` mask for every position) or ``token_dimension`` (card option:
+            ``m_{b,t,j} = σ((S_{b,t,j} − τ_tok)/T)`` per input, from the last localisation's constants).
         ablate_value: ``clean_mean`` (``a = μ``) or ``zero``.
         lambda_ind: weight of the independence term ``mean(Ĉ²)``.
         lambda_sp: weight of ``mean(m)``.
@@ -92,6 +94,7 @@ class RepGuardCallback(Callback):
         window: int = 2,
         contrast_clean: bool = True,
         sparsity: float = 0.05,
+        mask_granularity: Literal["dimension", "token_dimension"] = "dimension",
         ablate_value: Literal["clean_mean", "zero"] = "clean_mean",
         lambda_ind: float = 1.0,
         lambda_sp: float = 0.01,
@@ -128,7 +131,10 @@ class RepGuardCallback(Callback):
         if stage == "post_hoc":
             self.warmup_epochs = 0
         self.window, self.contrast_clean = window, contrast_clean
-        self.sparsity, self.ablate_value = sparsity, ablate_value
+        self.sparsity, self.ablate_value, self.granularity = sparsity, ablate_value, mask_granularity
+        if mask_granularity == "token_dimension" and localization == "random":
+            raise ValueError("localization=random has no token-level scores: use mask_granularity=dimension")
+        self.token_mask: rg.TokenMask | None = None
         self.lambda_ind, self.lambda_sp, self.lambda_keep, self.combine = lambda_ind, lambda_sp, lambda_keep, combine
         self.relocalize_every, self.stats_ema, self.logit_ema = relocalize_every, stats_ema, logit_ema
         self.localize_batches, self.localization, self.seed = localize_batches, localization, seed
@@ -184,7 +190,9 @@ class RepGuardCallback(Callback):
         """
         if self.hook is None:
             return
-        if self.logits is None:
+        if self.token_mask is not None:
+            self.hook.mask = self.token_mask
+        elif self.logits is None:
             self.hook.mask = None
         elif task and self.mask_grad_from_task or not task and self.learn_mask and torch.is_grad_enabled():
             self.hook.mask = torch.sigmoid(self.logits)
@@ -267,8 +275,12 @@ class RepGuardCallback(Callback):
             source = (_require(trainer.datamodule, "suspect_dataloader", "RepGuardCallback")()
                       if self.stage == "post_hoc" else trainer.train_dataloader)  # fmt: skip
             train = self._batches(source, self.localize_batches)
-            s = rg.localisation_pass(lm, self.hook, train, self.mu, self.sigma, self.lambda_lc, self.top_frac,
-                                     self.window)  # fmt: skip
+            h, valid = rg.collect_pass(lm, self.hook, train)
+            s = rg.dimension_scores(rg.combined_score(h, valid, self.mu, self.sigma, self.lambda_lc, self.window),
+                                    valid, self.top_frac)  # fmt: skip
+            if self.granularity == "token_dimension":
+                self.token_mask = rg.TokenMask.fit(h, valid, self.mu, self.sigma, self.sparsity, self.lambda_lc,
+                                               self.window, detach=not self.mask_grad_from_task)  # fmt: skip
             if self.contrast_clean:
                 s = s - rg.localisation_pass(lm, self.hook, clean, self.mu, self.sigma, self.lambda_lc,
                                              self.top_frac, self.window)  # fmt: skip
@@ -307,6 +319,8 @@ class RepGuardCallback(Callback):
         h = self.hook.h
         if h is None:
             raise RuntimeError("RepGuardCallback: the training forward was not recorded (hook.record off)")
+        if self.token_mask is not None and self.hook.m is not None:  # the training forward's own [B, T, d] mask
+            m = self.hook.m
         independence = rg.independence_penalty(h, m.detach(), batch["attention_mask"].bool())
         clean = pl_module.transfer_batch_to_device(self._next_clean(pl_module.trainer), pl_module.device, 0)
         if self.keep_batch_rows is not None:  # the clean loader is reshuffled per pass: the first rows are a sample
@@ -364,14 +378,22 @@ class RepGuardCallback(Callback):
     def state_dict(self) -> dict[str, Any]:
         """Statistics, mask logits, flags and history (tensors and primitives only)."""
         logits = None if self.logits is None else self.logits.detach()
+        token = None
+        if self.token_mask is not None:
+            t = self.token_mask
+            token = {"consts": list(t.consts), "tau": t.tau, "temperature": t.temperature}
         return {"mu": self.mu, "sigma": self.sigma, "logits": logits, "flagged": self.flagged, "strikes": self.strikes,
-                "scores": self.scores, "history": self.history, "layer": self.layer}  # fmt: skip
+                "scores": self.scores, "history": self.history, "layer": self.layer, "token_mask": token}  # fmt: skip
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore the state and re-apply the mask to an installed hook."""
         for key in ("mu", "sigma", "logits", "flagged", "strikes", "scores", "history"):
             setattr(self, key, state_dict.get(key))
         self.history = list(self.history or [])
+        token = state_dict.get("token_mask")
+        if token is not None and self.mu is not None and self.sigma is not None:
+            t_args = (token["consts"], token["tau"], token["temperature"], self.lambda_lc, self.window)
+            self.token_mask = rg.TokenMask(self.mu, self.sigma, *t_args, detach=not self.mask_grad_from_task)
         if self.logits is not None and self._trains_logits:
             self.logits = self.logits.detach().requires_grad_(True)
             self._mask_opt = torch.optim.Adam([self.logits], lr=self.mask_lr)

@@ -153,3 +153,32 @@ def test_post_hoc_stage_localises_on_suspect_data_and_trains_on_clean_only(tmp_p
     fresh = InstructionLMModule(vocab_size=poisoned.vocab_size, max_length=poisoned.max_length, **TINY)
     with pytest.raises(ValueError, match="train_on=clean"):
         _fit(poisoned, fresh, RepGuardCallback(stage="post_hoc"), 1, tmp_path / "p")
+
+
+def test_token_dimension_mask_is_per_input_detached_and_restored(tmp_path: Path) -> None:
+    """mask_granularity=token_dimension: the hook's mask is [B, T, d] and differs across positions; it carries no
+    task gradient (detached state); it survives a checkpoint (same masked outputs after `trainer.test(ckpt_path=...)`);
+    random localisation refuses it."""
+    dm, module, cb = _setup(warmup_epochs=0, localize_batches=2, mask_granularity="token_dimension", sparsity=0.1)
+    trainer = _fit(dm, module, cb, 1, tmp_path)
+    assert cb.token_mask is not None and cb.hook.mask is cb.token_mask
+    batch = next(iter(dm.test_dataloader()))
+    module.eval()
+    with torch.no_grad():
+        want = module(batch["input_ids"], batch["attention_mask"])
+    m = cb.hook.m
+    assert m is not None and m.shape[:2] == batch["input_ids"].shape and m.shape[-1] == 32
+    assert not torch.allclose(m[:, 1], m[:, 2])
+    h = torch.randn(2, 5, 32, requires_grad=True)
+    assert cb.token_mask(h).grad_fn is None
+    trainer.save_checkpoint(tmp_path / "tok.ckpt")
+    fresh_cb = RepGuardCallback(warmup_epochs=0, localize_batches=2, mask_granularity="token_dimension", sparsity=0.1)
+    fresh = InstructionLMModule(vocab_size=dm.vocab_size, max_length=dm.max_length, **TINY)
+    tester = pl.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False,
+                        callbacks=[fresh_cb], default_root_dir=str(tmp_path), limit_test_batches=1)  # fmt: skip
+    tester.test(fresh, datamodule=dm, ckpt_path=str(tmp_path / "tok.ckpt"), verbose=False)
+    fresh.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(fresh(batch["input_ids"], batch["attention_mask"]), want)
+    with pytest.raises(ValueError, match="localization=random"):
+        RepGuardCallback(mask_granularity="token_dimension", localization="random")

@@ -10,7 +10,7 @@ over (the prompt tokens for localisation, every non-pad token for the independen
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
 
@@ -262,6 +262,17 @@ def collect_hidden(model: nn.Module, hook: HiddenStateHook, batches: Any, key: s
             yield hook.h.detach(), batch[key].bool(), batch
 
 
+def collect_pass(model: nn.Module, hook: HiddenStateHook, batches: Any) -> tuple[Tensor, Tensor]:
+    """The hooked layer's (unmasked) states of a whole pass as one right-padded ``[N, T, d]`` block and its mask."""
+    hs, valids = [], []
+    for h, valid, _ in collect_hidden(model, hook, batches):
+        hs.append(h)
+        valids.append(valid)
+    t = max(x.shape[1] for x in hs)
+    return (torch.cat([F.pad(x, (0, 0, 0, t - x.shape[1])) for x in hs]),
+            torch.cat([F.pad(v, (0, t - v.shape[1])) for v in valids]))  # fmt: skip
+
+
 def localisation_pass(
     model: nn.Module,
     hook: HiddenStateHook,
@@ -273,16 +284,53 @@ def localisation_pass(
     window: int = 2,
 ) -> Tensor:
     """Dimension scores ``s_j`` over one pass of ``batches``: ``z`` and the top fraction run over the whole pass."""
-    hs, valids = [], []
-    for h, valid, _ in collect_hidden(model, hook, batches):
-        hs.append(h)
-        valids.append(valid)
-    # pad to one [N, T, d] block so the z-scores and top fractions are over all (b, t, j) of the pass
-    t = max(x.shape[1] for x in hs)
-    h = torch.cat([F.pad(x, (0, 0, 0, t - x.shape[1])) for x in hs])
-    valid = torch.cat([F.pad(v, (0, t - v.shape[1])) for v in valids])
+    h, valid = collect_pass(model, hook, batches)
     score = combined_score(h, valid, mu, sigma, lambda_lc, window)
     return dimension_scores(score, valid, top_frac)
+
+
+class TokenMask:
+    """``mask_granularity: token_dimension``: ``m_{b,t,j} = σ((S_{b,t,j} − τ_tok) / T)`` computed on the fly.
+
+    ``S`` uses the clean ``μ, σ`` and the z-constants of the last localisation pass (so a forward's own batch does
+    not rescale it); ``τ_tok`` is the ``(1 − sparsity)`` quantile of that pass's ``S`` and ``T = 0.1 std(S)``. The
+    inconsistency window runs over the forward's whole sequence (the hook sees no attention mask; right padding only
+    touches the last tokens' neighbours); a decoding step with a KV cache sees one token, whose ``Inc`` is 0.
+    ``detach`` (the default, card step 7) computes the mask from a detached state: no task gradient through it.
+    """
+
+    def __init__(self, mu: Tensor, sigma: Tensor, consts: Sequence[float], tau: float, temperature: float,
+                 lambda_lc: float = 1.0, window: int = 2, detach: bool = True) -> None:  # fmt: skip
+        self.mu, self.sigma, self.lambda_lc, self.window, self.detach = mu, sigma, lambda_lc, window, detach
+        self.consts = tuple(float(c) for c in consts)  # mean and std of Dev, then of Inc, over the pass
+        self.tau, self.temperature = float(tau), float(temperature)
+
+    @classmethod
+    def fit(cls, h: Tensor, valid: Tensor, mu: Tensor, sigma: Tensor, sparsity: float, lambda_lc: float = 1.0,
+            window: int = 2, detach: bool = True) -> TokenMask:  # fmt: skip
+        """Constants from one localisation pass ``h`` (``[N, T, d]``, valid prompt positions)."""
+        dev, inc = deviation(h, mu, sigma)[valid], inconsistency(h, valid, sigma, window)[valid]
+        consts = (dev.mean(), dev.std(unbiased=False) + EPS, inc.mean(), inc.std(unbiased=False) + EPS)
+        mask = cls(mu, sigma, [float(c) for c in consts], 0.0, 1.0, lambda_lc, window, detach)
+        sample = mask.score(h, valid)[valid].flatten()
+        if sample.numel() > 2**24:  # torch.quantile's input limit
+            sample = sample[torch.randperm(sample.numel(), generator=torch.Generator().manual_seed(0))[: 2**24]]
+        tau, temperature = mask_threshold(sample, sparsity)
+        mask.tau, mask.temperature = float(tau), float(temperature)
+        return mask
+
+    def score(self, h: Tensor, valid: Tensor) -> Tensor:
+        """``S`` with the stored z-constants."""
+        dm, ds, im, is_ = self.consts
+        dev = (deviation(h, self.mu, self.sigma) - dm) / ds
+        inc = (inconsistency(h, valid, self.sigma, self.window) - im) / is_
+        return dev + self.lambda_lc * inc
+
+    def __call__(self, h: Tensor) -> Tensor:
+        """The ``[B, T, d]`` mask of one forward's hidden state."""
+        x = h.detach() if self.detach else h
+        valid = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
+        return torch.sigmoid((self.score(x, valid) - self.tau) / self.temperature)
 
 
 def clean_statistics(model: nn.Module, hook: HiddenStateHook, batches: Any) -> tuple[Tensor, Tensor]:
