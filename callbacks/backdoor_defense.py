@@ -33,15 +33,8 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor
 
+from zoo.core.datamodule import require
 from zoo.repguard import model as rg
-
-
-def _require(datamodule: Any, method: str, who: str) -> Any:
-    fn = getattr(datamodule, method, None)
-    if fn is None:
-        raise ValueError(f"{who} needs the datamodule to provide `{method}()` (e.g. datamodules.backdoor."
-                         f"BackdoorDataModule); {type(datamodule).__name__} has none")  # fmt: skip
-    return fn
 
 
 class RepGuardCallback(Callback):
@@ -208,9 +201,9 @@ class RepGuardCallback(Callback):
         """Install the hook (every stage: a tested checkpoint is masked) and, for fit, the extra loss term."""
         self.attach(pl_module)
         if stage == "fit":
-            _require(trainer.datamodule, "clean_dataloader", "RepGuardCallback")
+            require(trainer.datamodule, "clean_dataloader", "RepGuardCallback")
             if self.stage == "post_hoc":
-                _require(trainer.datamodule, "suspect_dataloader", "RepGuardCallback(stage=post_hoc)")
+                require(trainer.datamodule, "suspect_dataloader", "RepGuardCallback(stage=post_hoc)")
                 if getattr(trainer.datamodule, "train_on", "clean") != "clean":
                     raise ValueError("RepGuardCallback(stage=post_hoc) fine-tunes on the trusted clean set only: set "
                                      "--data.init_args.train_on=clean")  # fmt: skip
@@ -260,7 +253,7 @@ class RepGuardCallback(Callback):
         """Steps 2-4 and 7: clean statistics, dimension scores, mask logits merged into the running mask."""
         assert self.hook is not None
         lm = self._lm(pl_module)
-        clean = self._batches(_require(trainer.datamodule, "clean_dataloader", "RepGuardCallback")(), None)
+        clean = self._batches(require(trainer.datamodule, "clean_dataloader", "RepGuardCallback")(), None)
         mu, sigma = rg.clean_statistics(lm, self.hook, clean)
         if self.mu is None or self.sigma is None:
             self.mu, self.sigma = mu, sigma
@@ -272,7 +265,7 @@ class RepGuardCallback(Callback):
             s = torch.randn(self.mu.shape[0], generator=gen)
         else:
             # train_time: the training batches (possibly poisoned); post_hoc: the suspect data the model was trained on
-            source = (_require(trainer.datamodule, "suspect_dataloader", "RepGuardCallback")()
+            source = (require(trainer.datamodule, "suspect_dataloader", "RepGuardCallback")()
                       if self.stage == "post_hoc" else trainer.train_dataloader)  # fmt: skip
             train = self._batches(source, self.localize_batches)
             h, valid = rg.collect_pass(lm, self.hook, train)
@@ -309,7 +302,7 @@ class RepGuardCallback(Callback):
             batch = next(self._clean, None)
             if batch is not None:
                 return batch
-        self._clean = iter(_require(trainer.datamodule, "clean_dataloader", "RepGuardCallback")())
+        self._clean = iter(require(trainer.datamodule, "clean_dataloader", "RepGuardCallback")())
         return next(self._clean)
 
     def objectives(self, pl_module: LightningModule, batch: Any) -> dict[str, Tensor]:

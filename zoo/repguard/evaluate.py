@@ -21,18 +21,23 @@ from zoo.repguard import metrics as M
 PromptFilter = Callable[[list[list[int]]], list[list[int]]]
 
 
-def _filtered(dm: Any, split: str, kind: str | None, prompt_filter: PromptFilter | None) -> Any:
-    """The split's dataset, with prompts rewritten by ``prompt_filter`` (trigger positions dropped: unknown now)."""
+def _subset(dm: Any, data: Any, samples: list[Any], prompt_filter: PromptFilter | None, name: str) -> Any:
+    """A dataset of ``samples`` with prompts rewritten by ``prompt_filter`` (trigger positions dropped: unknown)."""
     from datamodules.backdoor import BackdoorDataset
 
+    if prompt_filter is not None:
+        kept = prompt_filter([dm.vocab.encode(s.prompt) for s in samples])
+        samples = [dataclasses.replace(s, prompt=dm.vocab.decode(p), trigger_positions=[])
+                   for s, p in zip(samples, kept, strict=True)]  # fmt: skip
+    return BackdoorDataset(samples, dm.vocab, name, data.clean, data.max_length)
+
+
+def _filtered(dm: Any, split: str, kind: str | None, prompt_filter: PromptFilter | None) -> Any:
+    """The split's dataset, with prompts rewritten by ``prompt_filter`` when one is given."""
     data = dm.dataset(split, kind)
     if prompt_filter is None:
         return data
-    prompts = [dm.vocab.encode(s.prompt) for s in data.samples]
-    kept = prompt_filter(prompts)
-    samples = [dataclasses.replace(s, prompt=dm.vocab.decode(p), trigger_positions=[])
-               for s, p in zip(data.samples, kept, strict=True)]  # fmt: skip
-    return BackdoorDataset(samples, dm.vocab, f"{data.name} (filtered)", data.clean, data.max_length)
+    return _subset(dm, data, data.samples, prompt_filter, f"{data.name} (filtered)")
 
 
 @torch.no_grad()
@@ -126,7 +131,7 @@ def clean_val_accuracy(lm: nn.Module, dm: Any, dataset: Any = None, prompt_filte
     Returns:
         The mean of the benign exact-match rate and the harmful refusal rate (one of them when the other is empty).
     """
-    from datamodules.backdoor import BackdoorDataset, require_clean
+    from datamodules.backdoor import require_clean
 
     data = require_clean(dataset if dataset is not None else dm.dataset("val"), "clean_val_accuracy")
     parts = []
@@ -134,12 +139,7 @@ def clean_val_accuracy(lm: nn.Module, dm: Any, dataset: Any = None, prompt_filte
         samples = [s for s in data.samples if s.harmful == harmful]
         if not samples:
             continue
-        subset = BackdoorDataset(samples, dm.vocab, data.name, True, data.max_length)
-        if prompt_filter is not None:
-            prompts = prompt_filter([dm.vocab.encode(s.prompt) for s in samples])
-            subset = BackdoorDataset([dataclasses.replace(s, prompt=dm.vocab.decode(p), trigger_positions=[])
-                                      for s, p in zip(samples, prompts, strict=True)], dm.vocab, data.name, True,
-                                     data.max_length)  # fmt: skip
+        subset = _subset(dm, data, samples, prompt_filter, data.name)
         was_training = lm.training
         lm.eval()
         try:
