@@ -30,7 +30,7 @@ METHODS: dict[str, dict[str, str]] = {
         "module": "zoo.repguard.module.InstructionLMModule",
         "datamodule": "datamodules.backdoor.BackdoorDataModule",
         "paper": "RepGuard: Adaptive Feature Decoupling for Backdoor Defense in Large Language Models (NeurIPS 2025)",
-        "status": "in progress",  # issue #5 (RepGuard-style: the card's reconstruction)
+        "status": "in progress",  # issue #5, blocked: claim 2 unreachable by the reconstruction (oracle masks fail)
         "config": "configs/repguard/default.yaml",
     },
 }
