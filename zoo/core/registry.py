@@ -33,6 +33,14 @@ METHODS: dict[str, dict[str, str]] = {
         "status": "in progress",  # issue #5, blocked: claim 2 unreachable by the reconstruction (oracle masks fail)
         "config": "configs/repguard/default.yaml",
     },
+    "dco": {
+        "module": "zoo.dco.module.KAnswerModule",
+        "datamodule": "datamodules.kanswer.KAnswerDataModule",
+        "paper": "Rethinking Fine-Tuning when Scaling Test-Time Compute: Limiting Confidence Improves Mathematical "
+        "Reasoning (NeurIPS 2025)",
+        "status": "in progress",  # issue #6
+        "config": "configs/dco/default.yaml",
+    },
 }
 
 #: Short class name -> full class path, so ``--model CRAFTModule`` works without importing every method up front.
@@ -55,4 +63,8 @@ CLASSES: dict[str, str] = {
     "BackdoorDataModule": "datamodules.backdoor.BackdoorDataModule",
     "RepGuardCallback": "callbacks.backdoor_defense.RepGuardCallback",
     "BackdoorEvaluation": "callbacks.backdoor_defense.BackdoorEvaluation",
+    "KAnswerModule": "zoo.dco.module.KAnswerModule",
+    "KAnswerDataModule": "datamodules.kanswer.KAnswerDataModule",
+    "CoverageLMModule": "zoo.dco.module.CoverageLMModule",
+    "CoverageLMDataModule": "datamodules.coverage_lm.CoverageLMDataModule",
 }

@@ -14,11 +14,11 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from zoo.core.registry import METHODS
 
-Op = Literal[">=", "<=", "in"]
+Op = Literal[">=", "<=", ">", "<", "in"]
 
 
 @dataclass
@@ -51,10 +51,18 @@ class Claim:
                 return self.value >= self.threshold
             case "<=":
                 return self.value <= self.threshold
+            case ">":
+                return self.value > self.threshold
+            case "<":
+                return self.value < self.threshold
             case "in":
                 low, high = self.threshold
                 return low <= self.value <= high
         raise ValueError(f"unknown op {self.op!r}")
+
+    def __post_init__(self) -> None:
+        if self.op not in get_args(Op):
+            raise ValueError(f"Claim {self.name!r}: unknown op {self.op!r}; expected one of {list(get_args(Op))}")
 
     def as_dict(self) -> dict[str, Any]:
         """JSON form with ``holds``."""
@@ -203,7 +211,11 @@ def reproduce(slug: str, quick: bool, seeds: int | None, out: Path, options: dic
         traceback.print_exc()
         return 2
     seconds = time.time() - start
-    write_report(slug, report, out, seconds, settings)
+    try:
+        write_report(slug, report, out, seconds, settings)
+    except Exception:  # an error is exit code 2, never a silent pass
+        traceback.print_exc()
+        return 2
     print(report.table)
     print()
     for claim in report.claims:

@@ -1,0 +1,273 @@
+"""`zoo reproduce dco`: the card's claims 1-6 on the K-answer task and the noisy-addition LM task, at CPU scale.
+
+K-answer (claims 1-4): seeds {0, 1, 2}; CE and DCO N' in {4, 16, 64}, plus the baselines label smoothing
+ε in {0.1, 0.2} and the confidence penalty β = 0.1; test-time temperatures 1.5 and 2 are read off the CE model.
+Evaluations after steps 100 / 500 / 2000 / 6000; exact pass@k from the softmax probability of the answer; medians
+over seeds. Noisy addition (claims 5-6): CE and DCO 16 for 700 epochs, evaluated every 100. ``--quick``: seed 0 only
+(the card). Every arm trains from its config file (``configs/dco/``) through the zoo CLI; jobs run in 2 processes.
+The early-stopped CE baseline is selected on the K-answer validation split (never on test).
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from zoo.core.reproduce import Claim, Progress, Report, parallel_map, save_figure
+
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs" / "dco"
+KS = (1, 4, 16, 64, 256)
+#: K-answer arm -> (config, overrides).
+KANSWER_ARMS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "CE": ("ce.yaml", ()),
+    "DCO 4": ("default.yaml", ("--model.init_args.dco_n=4",)),
+    "DCO 16": ("default.yaml", ()),
+    "DCO 64": ("default.yaml", ("--model.init_args.dco_n=64",)),
+    "DCO 16 filter 0.1": ("default.yaml", ("--model.init_args.threshold=0.1",)),
+    "LS 0.1": ("label_smoothing.yaml", ()),
+    "LS 0.2": ("label_smoothing.yaml", ("--model.init_args.label_smoothing=0.2",)),
+    "entropy 0.1": ("entropy.yaml", ()),
+}
+LM_ARMS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "CE": ("addition_ce.yaml", ()),
+    "DCO 16": ("addition.yaml", ()),
+}
+QUIET = [
+    "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.enable_progress_bar=false",
+    "--trainer.enable_model_summary=false", "--trainer.logger=false", "--trainer.num_sanity_val_steps=0",
+    "--trainer.enable_checkpointing=false", "--threads=1",
+]  # fmt: skip
+
+
+def run_job(job: tuple[str, str, int]) -> dict[str, Any]:
+    """Train one arm (``task`` kanswer|lm) for one seed; return its evaluation history and sampled checks."""
+    import logging
+    import time
+    import warnings
+
+    import torch
+
+    from zoo.cli import main
+
+    torch.set_num_threads(1)
+    logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore")
+    task, arm, seed = job
+    config, extra = (KANSWER_ARMS if task == "kanswer" else LM_ARMS)[arm]
+    with tempfile.TemporaryDirectory() as tmp:
+        args = ["-c", str(CONFIG_DIR / config), *QUIET, f"--trainer.default_root_dir={tmp}",
+                f"--seed_everything={seed}", f"--data.init_args.seed={seed}", *extra]  # fmt: skip
+        if task == "lm":
+            args.append(f"--model.init_args.init_seed={seed}")
+        cli = main(args, run=False)
+        start = time.time()
+        cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+        seconds = time.time() - start
+        model = cli.model
+        sampled: dict[str, float] = {}
+        if arm in ("CE", "DCO 16"):
+            if task == "kanswer":
+                from zoo.dco.metrics import exact_pass_at_k, pass_at_k
+
+                correct = model.sampled_correct("test", n=256, seed=seed)
+                p = model.example_logp("test").exp()
+                counts = correct.sum(1)
+                for k in KS:
+                    sampled[f"exact/pass@{k}"] = float(exact_pass_at_k(p, k).mean())
+                    sampled[f"sampled/pass@{k}"] = float(pass_at_k(torch.full_like(counts, 256), counts, k).mean())
+            else:
+                sampled = model.sampled_check("test", n=64, items=200, seed=seed)
+    return {"task": task, "arm": arm, "seed": seed, "seconds": seconds, "history": model.history, "sampled": sampled}
+
+
+def _jobs(seeds: tuple[int, ...]) -> list[tuple[str, str, int]]:
+    jobs = [("lm", arm, s) for s in seeds for arm in LM_ARMS]  # the long jobs first
+    jobs += [("kanswer", arm, s) for s in seeds for arm in KANSWER_ARMS]
+    return jobs
+
+
+def _at(history: list[dict[str, float]], key: str, value: float) -> dict[str, float]:
+    for h in history:
+        if h[key] == value:
+            return h
+    raise KeyError(f"no evaluation at {key}={value}; have {[h[key] for h in history]}")
+
+
+def _median(values: list[float]) -> float:
+    return float(statistics.median(values))
+
+
+def run(seeds: tuple[int, ...], quick: bool, out: Path, progress: Callable[[str], None] | None = None) -> Report:
+    """Train every arm for every seed and check the claims (``--quick``: seed 0)."""
+    say = progress or Progress("dco")
+    seeds = (0,) if quick else seeds
+    jobs = _jobs(seeds)
+    say(f"{len(jobs)} jobs (task x arm x seed), 2 worker processes; seeds {list(seeds)}")
+    results = parallel_map(run_job, jobs, workers=2)
+    by: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in results:
+        by.setdefault((r["task"], r["arm"]), []).append(r)
+        say(f"{r['task']}/{r['arm']}/seed {r['seed']}: {r['seconds']:.0f} s")
+    ka = {arm: [r["history"] for r in by[("kanswer", arm)]] for arm in KANSWER_ARMS}
+    lm = {arm: [r["history"] for r in by[("lm", arm)]] for arm in LM_ARMS}
+    sampled = {f"{t}/{a}/seed {r['seed']}": r["sampled"] for (t, a), rs in by.items() for r in rs if r["sampled"]}
+
+    def ka_med(arm: str, step: int, key: str) -> float:
+        return _median([_at(h, "step", step)[key] for h in ka[arm]])
+
+    final = 6000
+    claims: list[Claim] = []
+    # 1. CE misalignment
+    claims.append(Claim("C1 K-answer CE: pass@256 step 6000 − step 100", ka_med("CE", final, "test/pass@256")
+                        - ka_med("CE", 100, "test/pass@256"), "<=", -0.10, "reference −0.158"))  # fmt: skip
+    claims.append(Claim("C1 K-answer CE: pass@1 step 6000 − step 100", ka_med("CE", final, "test/pass@1")
+                        - ka_med("CE", 100, "test/pass@1"), ">=", 0.01, "reference +0.041"))  # fmt: skip
+    claims.append(Claim("C1 K-answer CE: test max-p step 6000 − step 100", ka_med("CE", final, "test/max_p")
+                        - ka_med("CE", 100, "test/max_p"), ">=", 0.10, "reference +0.19"))  # fmt: skip
+    # 2. DCO rescue
+    claims.append(Claim("C2 K-answer: pass@16 DCO 16 − CE at step 6000", ka_med("DCO 16", final, "test/pass@16")
+                        - ka_med("CE", final, "test/pass@16"), ">=", 0.10, "reference +0.155"))  # fmt: skip
+    claims.append(Claim("C2 K-answer: pass@1 CE − DCO 16 at step 6000", ka_med("CE", final, "test/pass@1")
+                        - ka_med("DCO 16", final, "test/pass@1"), ">", 0.0, "reference 0.437 vs 0.331"))  # fmt: skip
+    # 3. frontier over CE and DCO N'
+    frontier = ("CE", "DCO 4", "DCO 16", "DCO 64")
+    table = {arm: {k: ka_med(arm, final, f"test/pass@{k}") for k in KS} for arm in frontier}
+
+    def best(k: int) -> str:
+        return max(frontier, key=lambda a: table[a][k])
+
+    claims.append(Claim("C3 frontier: CE best at k = 1 (1 = yes)", float(best(1) == "CE"), ">=", 1.0, best(1)))
+    claims.append(Claim("C3 frontier: CE best at no k >= 4 (count)", float(sum(best(k) == "CE" for k in KS[1:])),
+                        "<=", 0.0))  # fmt: skip
+    for k in (64, 256):
+        claims.append(Claim(f"C3 frontier: DCO 64 best at k = {k} (1 = yes)", float(best(k) == "DCO 64"), ">=", 1.0,
+                            best(k)))  # fmt: skip
+    gap16 = max(table[a][16] for a in frontier) - max(table["DCO 16"][16], table["DCO 64"][16])
+    claims.append(Claim("C3 frontier: best pass@16 − best of DCO 16 / DCO 64", gap16, "<=", 0.02, best(16)))
+    # 4. confidence ordering
+    maxp = [ka_med(a, final, "test/max_p") for a in frontier]
+    ordered = all(x > y for x, y in zip(maxp, maxp[1:], strict=False))
+    claims.append(Claim("C4 test max-p CE > DCO4 > DCO16 > DCO64 (1 = yes)", float(ordered), ">=", 1.0,
+                        " > ".join(f"{m:.3f}" for m in maxp)))  # fmt: skip
+    # exact vs sampled (card: within 0.01 on K-answer with 256 samples, 0.03 on the LM task with 64 samples of 200
+    # items). LM: k <= 16 only: at k = n = 64 the estimator is one draw per item, std ≈ 0.035 over 200 items.
+    for task, tol, ks in (("kanswer", 0.01, KS), ("lm", 0.03, (1, 4, 16))):
+        diffs = [abs(v[f"sampled/pass@{k}"] - v[f"exact/pass@{k}"]) for name, v in sampled.items()
+                 if name.startswith(task) for k in ks if f"sampled/pass@{k}" in v]  # fmt: skip
+        claims.append(Claim(f"check {task}: max |sampled − exact| pass@k, k in {list(ks)}", max(diffs), "<=", tol))
+    # 5-6. noisy addition
+    last = max(h["epoch"] for h in lm["CE"][0])
+    ce_peak = _median([max(h["test/pass@256"] for h in hist if h["epoch"] < 200) for hist in lm["CE"]])
+    ce_final = _median([_at(hist, "epoch", last)["test/pass@256"] for hist in lm["CE"]])
+    claims.append(Claim("C5 addition CE: pass@256 best (epoch <= 200) − final", ce_peak - ce_final, ">=", 0.2,
+                        f"pilot 0.33; best {ce_peak:.3f}, final {ce_final:.3f}"))  # fmt: skip
+    claims.append(Claim("C5 addition CE: final train p̂", _median([_at(h, "epoch", last)["train/p_hat"]
+                                                                   for h in lm["CE"]]), ">=", 0.9))  # fmt: skip
+    d16 = _median([_at(h, "epoch", last)["test/pass@16"] for h in lm["DCO 16"]])
+    c16 = _median([_at(h, "epoch", last)["test/pass@16"] for h in lm["CE"]])
+    claims.append(Claim("C6 addition: pass@16 DCO 16 − CE at the last epoch", d16 - c16, ">=", 0.25, "pilot +0.46"))
+    claims.append(Claim("C6 addition DCO 16: final train p̂", _median([_at(h, "epoch", last)["train/p_hat"]
+                                                                       for h in lm["DCO 16"]]), "<=", 0.5))  # fmt: skip
+    claims.append(Claim("info: addition pass@1 DCO 16 − CE (task caps it near 1/3)",
+                        _median([_at(h, "epoch", last)["test/pass@1"] for h in lm["DCO 16"]])
+                        - _median([_at(h, "epoch", last)["test/pass@1"] for h in lm["CE"]]), ">=", -1.0,
+                        asserted=False))  # fmt: skip
+
+    rows = _kanswer_rows(ka, final)
+    metrics = {"kanswer": {arm: _medians(hists) for arm, hists in ka.items()},
+               "lm": {arm: _medians(hists) for arm, hists in lm.items()}, "sampled": sampled,
+               "seconds": {f"{t}/{a}": [r["seconds"] for r in rs] for (t, a), rs in by.items()}}  # fmt: skip
+    return Report(claims=claims, metrics=metrics, table=_table(rows, lm, last),
+                  plots=[_plot_kanswer(rows, out), _plot_lm(lm, out)])  # fmt: skip
+
+
+def _medians(histories: list[list[dict[str, float]]]) -> list[dict[str, float]]:
+    """Per evaluation (aligned by index), the median over seeds of every number."""
+    out = []
+    for evals in zip(*histories, strict=False):
+        out.append({k: _median([e[k] for e in evals]) for k in evals[0]})
+    return out
+
+
+def _kanswer_rows(ka: dict[str, list[list[dict[str, float]]]], final: int) -> list[tuple[str, int, dict[str, float]]]:
+    rows: list[tuple[str, int, dict[str, float]]] = []
+    ce = _medians(ka["CE"])
+    for h in ce:
+        rows.append(("CE", int(h["step"]), {k: h[f"test/pass@{k}"] for k in KS} | {"max_p": h["test/max_p"]}))
+    # early stopping: the CE evaluation with the best validation pass@16 (validation only), per seed
+    picks = []
+    for hist in ka["CE"]:
+        pick = max(hist, key=lambda h: h["val/pass@16"])
+        picks.append(pick)
+    rows.append(("CE early-stopped (val pass@16)", -1, {k: _median([p[f"test/pass@{k}"] for p in picks]) for k in KS}
+                 | {"max_p": _median([p["test/max_p"] for p in picks])}))  # fmt: skip
+    last = [h for h in ce if h["step"] == final][0]
+    for t in ("1.5", "2"):
+        rows.append((f"CE + temperature {t}", final,
+                     {k: last[f"test_T{t}/pass@{k}"] for k in KS} | {"max_p": float("nan")}))  # fmt: skip
+    for arm in KANSWER_ARMS:
+        if arm == "CE":
+            continue
+        h = [x for x in _medians(ka[arm]) if x["step"] == final][0]
+        rows.append((arm, final, {k: h[f"test/pass@{k}"] for k in KS} | {"max_p": h["test/max_p"]}))
+    return rows
+
+
+def _table(rows: list[tuple[str, int, dict[str, float]]], lm: dict[str, list[list[dict[str, float]]]],
+           last: float) -> str:  # fmt: skip
+    lines = ["K-answer task (medians over seeds):", "",
+             "| loss | step | " + " | ".join(f"pass@{k}" for k in KS) + " | test max-p |",
+             "|---|---|" + "---|" * (len(KS) + 1)]  # fmt: skip
+    for name, step, vals in rows:
+        lines.append(f"| {name} | {step if step >= 0 else 'best val'} | "
+                     + " | ".join(f"{vals[k]:.3f}" for k in KS) + f" | {vals['max_p']:.3f} |")  # fmt: skip
+    lines += ["", "Noisy-addition LM task (medians over seeds):", "",
+              "| loss | epoch | pass@1 | pass@16 | pass@256 | train p̂ |", "|---|---|---|---|---|---|"]  # fmt: skip
+    for arm, hists in lm.items():
+        for h in _medians(hists):
+            lines.append(f"| {arm} | {int(h['epoch']) + 1} | {h['test/pass@1']:.3f} | {h['test/pass@16']:.3f} | "
+                         f"{h['test/pass@256']:.3f} | {h['train/p_hat']:.3f} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def _plot_kanswer(rows: list[tuple[str, int, dict[str, float]]], out: Path) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.set_prop_cycle(color=plt.cm.tab20.colors)  # one colour per arm (more than tab10's ten)
+    for name, step, vals in rows:
+        if step in (100, 6000) or step < 0 or not name.startswith("CE"):
+            style = "--" if name.startswith("CE") else "-"
+            label = name + (f" @{step}" if name == "CE" else "")
+            ax.plot(KS, [vals[k] for k in KS], style, marker="o", label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("k")
+    ax.set_ylabel("pass@k (exact, test)")
+    ax.set_title("K-answer task: pass@k at the end of training")
+    ax.legend(fontsize=6)
+    return save_figure(fig, out, "dco_kanswer_passk.png")
+
+
+def _plot_lm(lm: dict[str, list[list[dict[str, float]]]], out: Path) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for arm, hists in lm.items():
+        med = _medians(hists)
+        for k, style in ((16, "-"), (256, "--")):
+            ax.plot([h["epoch"] + 1 for h in med], [h[f"test/pass@{k}"] for h in med], style, marker="o",
+                    label=f"{arm} pass@{k}")  # fmt: skip
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("pass@k (exact, test)")
+    ax.set_title("Noisy addition: pass@k over training")
+    ax.legend(fontsize=7)
+    return save_figure(fig, out, "dco_addition_passk.png")
