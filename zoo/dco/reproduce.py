@@ -179,6 +179,7 @@ def run(seeds: tuple[int, ...], quick: bool, out: Path, progress: Callable[[str]
     rows = _kanswer_rows(ka, final)
     metrics = {"kanswer": {arm: _medians(hists) for arm, hists in ka.items()},
                "lm": {arm: _medians(hists) for arm, hists in lm.items()}, "sampled": sampled,
+               "lm_per_seed": {arm: {str(r["seed"]): r["history"][-1] for r in by[("lm", arm)]} for arm in LM_ARMS},
                "seconds": {f"{t}/{a}": [r["seconds"] for r in rs] for (t, a), rs in by.items()}}  # fmt: skip
     return Report(claims=claims, metrics=metrics, table=_table(rows, lm, last),
                   plots=[_plot_kanswer(rows, out), _plot_lm(lm, out)])  # fmt: skip
