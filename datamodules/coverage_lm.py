@@ -18,7 +18,7 @@ Batches: ``input_ids``, ``attention_mask`` and ``labels`` (the ids, -100 on the 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
-from zoo.core.datamodule import SplitLoaders, ZooDataModule
+from zoo.core.datamodule import EpochSeededSampler, SplitLoaders, ZooDataModule
 
 #: The addition task's token ids (card).
 PLUS, EQUALS, EOS, BOS = 10, 11, 12, 13
@@ -78,6 +78,30 @@ class CharVocab:
     def decode(self, ids: Sequence[int]) -> str:
         """The characters of ``ids`` (special ids dropped)."""
         return "".join(self.chars[i - 4] for i in ids if i >= 4)
+
+
+class KeptSampler(EpochSeededSampler):
+    """The epoch's seeded permutation restricted to ``owner.train_keep`` (DCO's ``filter_mode: epoch``).
+
+    The subset is read when an epoch starts iterating, so a module that re-scores the training set in
+    ``on_train_epoch_start`` sets the examples of that same epoch; ``None`` keeps every example.
+    """
+
+    def __init__(self, n: int, seed: int, skip: int, owner: CoverageLMDataModule) -> None:
+        super().__init__(n, seed, skip)
+        self.owner = owner
+
+    def __len__(self) -> int:
+        keep = self.owner.train_keep
+        return self.n if keep is None else len(keep)
+
+    def __iter__(self) -> Iterator[int]:
+        order = super().__iter__()
+        keep = self.owner.train_keep
+        if keep is None:
+            return order
+        kept = set(keep)
+        return iter([i for i in order if i in kept])
 
 
 class PromptResponseDataset(Dataset):
@@ -150,6 +174,8 @@ class CoverageLMDataModule(SplitLoaders, ZooDataModule):
         self.answer_equivalence = answer_equivalence
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
         self.splits: dict[str, PromptResponseDataset] = {}
+        #: Training indices of the current epoch (``set_train_keep``); ``None`` trains on every example.
+        self.train_keep: list[int] | None = None
         self.tokenizer: Any = None
         self.char_vocab: CharVocab | None = None
         self.pad_id, self.eos_id = EOS, EOS
@@ -235,9 +261,14 @@ class CoverageLMDataModule(SplitLoaders, ZooDataModule):
             split = "test"
         ds = self.splits[split]
         if split == "train":
-            sampler = self._train_sampler(len(ds), self.seed, self.batch_size)
+            base = self._train_sampler(len(ds), self.seed, self.batch_size)
+            sampler = KeptSampler(base.n, base.seed, base.skip, self)
             return DataLoader(ds, batch_size=self.batch_size, sampler=sampler, collate_fn=self._collate)
         return DataLoader(ds, batch_size=self.eval_batch_size, shuffle=False, collate_fn=self._collate)
+
+    def set_train_keep(self, indices: Sequence[int] | None) -> None:
+        """Train only on these example indices from the next epoch on (``None``: all); DCO's ``filter_mode: epoch``."""
+        self.train_keep = None if indices is None else sorted(int(i) for i in indices)
 
     def eval_dataloader(self, split: str) -> DataLoader:
         """``split`` in order (no shuffling), ``eval_batch_size`` per batch."""

@@ -148,3 +148,42 @@ def test_smollm2_smoke(tmp_path: Path) -> None:
     assert len(model.history) == 1 and 0.0 <= model.history[0]["test/pass@16"] <= 1.0
     check = model.sampled_check("test", n=8, items=8, seed=0)
     assert 0.0 <= check["sampled/pass@1"] <= 1.0
+
+
+@pytest.mark.filterwarnings("ignore:DCOLoss")
+def test_epoch_filter_batches_only_kept_examples(tmp_path: Path) -> None:
+    """``filter_mode: epoch`` re-scores the training set at epoch start and batches only the kept examples."""
+    import math
+
+    from lightning.pytorch import Callback
+
+    from zoo.dco.loss import coverage_factor, shift_labels, token_logprobs
+
+    dm = CoverageLMDataModule(batch_size=64)
+    dm.setup()
+    probe = CoverageLMModule(loss="dco", dco_n=16)
+    with torch.no_grad():
+        logps = []
+        for b in dm.eval_dataloader("train"):
+            lp, m = token_logprobs(*shift_labels(probe(b["input_ids"], b["attention_mask"]), b["labels"]))
+            logps.append((lp * m).sum(-1))
+    factor = coverage_factor(torch.cat(logps), 16)
+    threshold = float(factor.median())  # about half the examples (same init seed: the same network below)
+    expected = [i for i, f in enumerate(factor.tolist()) if f >= threshold]
+
+    class Count(Callback):
+        seen: list[int] = []
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:  # noqa: ANN001
+            self.seen.append(int(batch["input_ids"].shape[0]))
+
+    counter = Count()
+    model = CoverageLMModule(loss="dco", dco_n=16, threshold=threshold, filter_mode="epoch", eval_every=100)
+    _trainer(tmp_path, max_epochs=1, callbacks=[counter]).fit(model, datamodule=dm)
+    assert dm.train_keep == expected and 0 < len(expected) < len(factor)
+    assert sum(counter.seen) == len(expected) and len(counter.seen) == math.ceil(len(expected) / 64)
+    with pytest.warns(UserWarning, match="trains on nothing"):
+        everything = CoverageLMModule(loss="dco", dco_n=16, threshold=0.9999999, filter_mode="epoch", eval_every=100)
+        before = [p.detach().clone() for p in everything.parameters()]
+        _trainer(tmp_path, max_epochs=1).fit(everything, datamodule=CoverageLMDataModule(batch_size=64))
+    assert all(torch.equal(a, b) for a, b in zip(before, everything.parameters(), strict=True))

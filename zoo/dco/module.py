@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, ClassVar, Literal
 
 import torch
@@ -258,6 +259,9 @@ class CoverageLMModule(CoverageModule):
         init_seed: initialisation seed.
         hf_path: a local Hugging Face causal-LM folder or ``smollm2``; ``None`` = the random-init GPT-2.
         eval_every: epochs between evaluations (card: 100 of 700).
+        filter_mode: ``batch`` (default: the filter acts inside each batch) or ``epoch`` (card option: at each epoch
+            start the training set is re-scored and only examples with ``F >= threshold`` are batched, which saves
+            the forward and backward of the dropped ones; the in-batch filter still applies).
         loss, dco_n, threshold, ce_reduction, filter_normalize, label_smoothing, entropy_beta, ks, temperatures: see
             :class:`CoverageModule`.
         lr: AdamW learning rate (card: 3e-3).
@@ -267,7 +271,8 @@ class CoverageLMModule(CoverageModule):
 
     def __init__(self, vocab_size: int = 14, n_positions: int = 16, n_embd: int = 64, n_layer: int = 2,
                  n_head: int = 4, dropout: float = 0.0, init_seed: int = 0, hf_path: str | None = None,
-                 eval_every: int = 100, loss: Loss = "dco", dco_n: int = 16, threshold: float = 0.1,
+                 eval_every: int = 100, filter_mode: Literal["batch", "epoch"] = "batch", loss: Loss = "dco",
+                 dco_n: int = 16, threshold: float = 0.1,
                  ce_reduction: Literal["mean", "sum"] = "mean", filter_normalize: Literal["batch", "kept"] = "batch",
                  label_smoothing: float = 0.1, entropy_beta: float = 0.1, ks: tuple[int, ...] | list[int] = KS,
                  temperatures: tuple[float, ...] | list[float] = (1.5, 2.0), lr: float = 3e-3,
@@ -276,6 +281,9 @@ class CoverageLMModule(CoverageModule):
             raise ValueError(f"--model.init_args.n_embd={n_embd} must be divisible by n_head={n_head}")
         if eval_every < 1:
             raise ValueError(f"--model.init_args.eval_every={eval_every} must be >= 1")
+        if filter_mode not in ("batch", "epoch"):
+            raise ValueError(f"--model.init_args.filter_mode={filter_mode!r} must be 'batch' or 'epoch'")
+        self.filter_mode = filter_mode
         self.vocab_size, self.n_positions, self.n_embd, self.n_layer, self.n_head = (vocab_size, n_positions, n_embd,
                                                                                      n_layer, n_head)  # fmt: skip
         self.dropout, self.init_seed, self.hf_path, self.eval_every = dropout, init_seed, hf_path, eval_every
@@ -379,6 +387,24 @@ class CoverageLMModule(CoverageModule):
         """The coverage metrics of the tested model under ``test_eval/``."""
         for key, value in self.coverage_metrics().items():
             self.log(f"test_eval/{key}", value)
+
+    def on_train_epoch_start(self) -> None:
+        """``filter_mode: epoch``: re-score the training set and batch only the examples the filter keeps."""
+        if self.filter_mode != "epoch" or self.loss_kind != "dco" or self.threshold <= 0:
+            return
+        from zoo.dco.loss import coverage_factor
+
+        dm = self.trainer.datamodule  # type: ignore[union-attr]
+        was_training = self.training
+        self.eval()
+        factor = coverage_factor(self.example_logp("train"), self.dco_n)
+        self.train(was_training)
+        keep = torch.nonzero(factor >= self.threshold).flatten().tolist()
+        if not keep:
+            warnings.warn(f"CoverageLMModule(filter_mode=epoch): every training example has F < {self.threshold} at "
+                          f"epoch {self.current_epoch}; the epoch trains on nothing", stacklevel=2)  # fmt: skip
+        dm.set_train_keep(keep)
+        self.log("train/epoch_kept", len(keep) / factor.numel())
 
     def on_train_epoch_end(self) -> None:
         """Evaluate every ``eval_every`` epochs."""
