@@ -113,22 +113,30 @@ class PromptResponseDataset(Dataset):
     def __len__(self) -> int:
         return len(self.examples)
 
-    def __getitem__(self, i: int) -> tuple[list[int], list[int]]:
-        return self.examples[i]
+    def __getitem__(self, i: int) -> tuple[list[int], list[int], int]:
+        prompt, response = self.examples[i]
+        return prompt, response, i
 
 
-def collate_prompt_response(items: Sequence[tuple[list[int], list[int]]], pad_id: int) -> dict[str, Tensor]:
-    """Right-padded ``input_ids``, ``attention_mask`` and ``labels`` (-100 on prompt and padding)."""
-    length = max(len(p) + len(r) for p, r in items)
+def collate_prompt_response(items: Sequence[tuple[Any, ...]], pad_id: int) -> dict[str, Tensor]:
+    """Right-padded ``input_ids``, ``attention_mask`` and ``labels`` (-100 on prompt and padding).
+
+    Items are ``(prompt, response)`` or ``(prompt, response, index)``; with indices the batch also has ``index``
+    (the examples' positions in their split, which ``p_source: sampled`` reads).
+    """
+    length = max(len(it[0]) + len(it[1]) for it in items)
     ids = torch.full((len(items), length), pad_id, dtype=torch.long)
     labels = torch.full((len(items), length), -100, dtype=torch.long)
     attn = torch.zeros((len(items), length), dtype=torch.long)
-    for row, (p, r) in enumerate(items):
+    out: dict[str, Tensor] = {}
+    if all(len(it) == 3 for it in items):
+        out["index"] = torch.tensor([it[2] for it in items], dtype=torch.long)
+    for row, (p, r, *_) in enumerate(items):
         seq = p + r
         ids[row, : len(seq)] = torch.tensor(seq)
         attn[row, : len(seq)] = 1
         labels[row, len(p) : len(seq)] = torch.tensor(r)
-    return {"input_ids": ids, "attention_mask": attn, "labels": labels}
+    return {"input_ids": ids, "attention_mask": attn, "labels": labels, **out}
 
 
 class CoverageLMDataModule(SplitLoaders, ZooDataModule):

@@ -193,3 +193,17 @@ def test_bad_arguments() -> None:
         DCOLoss(4, ce_reduction="max")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="normalize"):
         DCOLoss(4, normalize="all")  # type: ignore[arg-type]
+
+
+def test_sampled_p_estimate_replaces_p_hat_in_the_factor() -> None:
+    """Approximate DCO: ``F(N, p̂_est)`` weights the reference's CE; p̂_est = 0 gives F = 1, p̂_est = 1 drops it."""
+    token_logp = torch.tensor([[-0.1], [-0.2], [-3.0]], requires_grad=True)
+    mask = torch.ones(3, 1, dtype=torch.bool)
+    est = torch.tensor([0.0, 0.25, 1.0])
+    out = DCOLoss(16, threshold=0.1)(token_logp, mask, p_estimate=est)
+    f = out["factor"]
+    assert f[0].item() == 1.0 and f[2].item() == 0.0
+    ref = coverage_factor(torch.tensor([math.log(0.25)], dtype=torch.float64), 16)
+    assert f[1].item() == pytest.approx(float(ref), rel=1e-12)
+    expected = (f[0] * 0.1 + 0.0) / 3  # example 1 (F(16, 0.25) = 0.054) and example 2 are dropped by the filter
+    assert float(out["loss"].detach()) == pytest.approx(float(expected), rel=1e-6)

@@ -187,3 +187,19 @@ def test_epoch_filter_batches_only_kept_examples(tmp_path: Path) -> None:
         before = [p.detach().clone() for p in everything.parameters()]
         _trainer(tmp_path, max_epochs=1).fit(everything, datamodule=CoverageLMDataModule(batch_size=64))
     assert all(torch.equal(a, b) for a, b in zip(before, everything.parameters(), strict=True))
+
+
+def test_sampled_p_source_estimates_once_and_weights_by_it(tmp_path: Path) -> None:
+    """``p_source: sampled``: p̂ from ``p_samples`` completions per training prompt, made once at fit start."""
+    dm = CoverageLMDataModule(batch_size=256)
+    model = CoverageLMModule(loss="dco", dco_n=16, p_source="sampled", p_samples=4, eval_every=100)
+    _trainer(tmp_path, max_epochs=1).fit(model, datamodule=dm)
+    est = model.p_estimate
+    assert est is not None and est.shape == (len(dm.splits["train"]),)
+    assert set((est * 4).round().unique().tolist()) <= {0.0, 1.0, 2.0, 3.0, 4.0}
+    batch = next(iter(dm.train_dataloader()))
+    out = model.compute_loss(batch)
+    assert torch.allclose(out["p_hat"].double(), est[batch["index"]].mean(), atol=1e-6)  # the factor read p̂_est
+    batch.pop("index")
+    with pytest.raises(RuntimeError, match="p_source=sampled"):
+        model.compute_loss(batch)

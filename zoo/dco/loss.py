@@ -122,9 +122,16 @@ class DCOLoss(torch.nn.Module):
             raise ValueError(f"DCOLoss: ce_reduction={ce_reduction!r} must be 'mean' or 'sum'")
         self.n, self.threshold, self.ce_reduction, self.normalize = n, threshold, ce_reduction, normalize
 
-    def forward(self, token_logp: Tensor, mask: Tensor, group_ids: Tensor | None = None) -> dict[str, Tensor]:
-        """``token_logp``, ``mask``: ``[B, T]``; ``group_ids``: ``[B]`` or ``None`` (see the class)."""
+    def forward(self, token_logp: Tensor, mask: Tensor, group_ids: Tensor | None = None,
+                p_estimate: Tensor | None = None) -> dict[str, Tensor]:  # fmt: skip
+        """``token_logp``, ``mask``: ``[B, T]``; ``group_ids``: ``[B]`` or ``None`` (see the class).
+
+        ``p_estimate`` (``[B]``, in [0, 1]) replaces ``p̂`` in the factor: the card's approximate DCO, where ``p̂`` is
+        the fraction of sampled completions with a correct final answer (the CE still trains the reference).
+        """
         logp = (token_logp * mask).sum(-1).detach()
+        if p_estimate is not None:
+            logp = torch.log(p_estimate.detach().to(torch.float64).clamp(0.0, 1.0))
         if group_ids is not None:
             _, inverse = torch.unique(group_ids, return_inverse=True)
             totals = torch.zeros(int(inverse.max()) + 1, dtype=torch.float64, device=logp.device)

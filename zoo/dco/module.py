@@ -88,11 +88,14 @@ class CoverageModule(ZooModule):
             self.dco = DCOLoss(1, 0.0, self.ce_reduction)
 
     # -- the objective ----------------------------------------------------------------------------------------------
-    def objective(self, logits: Tensor, target: Tensor) -> dict[str, Tensor]:
-        """The configured loss on aligned response targets (``logits [B, T, V]``, ``target [B, T]``, -100 ignored)."""
+    def objective(self, logits: Tensor, target: Tensor, p_estimate: Tensor | None = None) -> dict[str, Tensor]:
+        """The configured loss on aligned response targets (``logits [B, T, V]``, ``target [B, T]``, -100 ignored).
+
+        ``p_estimate`` replaces ``p̂`` in DCO's factor (``p_source: sampled``); ``p_hat`` then logs it.
+        """
         token_logp, mask = token_logprobs(logits, target)
         if self.loss_kind in ("ce", "dco"):
-            out = self.dco(token_logp, mask)
+            out = self.dco(token_logp, mask, p_estimate=p_estimate)
             return {"loss": out["loss"], "kept": out["kept"].float(), "factor": out["factor"].mean().float(),
                     "p_hat": out["logp"].exp().mean().float()}  # fmt: skip
         p_hat = (token_logp * mask).sum(-1).detach().exp().mean()
@@ -147,11 +150,16 @@ class CoverageModule(ZooModule):
         """Keep the evaluation history (floats only: the checkpoint loads with ``weights_only``)."""
         super().on_save_checkpoint(checkpoint)
         checkpoint["dco_history"] = [dict(h) for h in self.history]
+        estimate = getattr(self, "p_estimate", None)
+        if estimate is not None:
+            checkpoint["dco_p_estimate"] = estimate.detach().cpu()
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Restore the evaluation history."""
+        """Restore the evaluation history (and a sampled ``p̂`` estimate)."""
         super().on_load_checkpoint(checkpoint)
         self.history = [dict(h) for h in checkpoint.get("dco_history", [])]
+        if "dco_p_estimate" in checkpoint:
+            self.p_estimate = checkpoint["dco_p_estimate"]
 
 
 class KAnswerModule(CoverageModule):
@@ -262,6 +270,13 @@ class CoverageLMModule(CoverageModule):
         filter_mode: ``batch`` (default: the filter acts inside each batch) or ``epoch`` (card option: at each epoch
             start the training set is re-scored and only examples with ``F >= threshold`` are batched, which saves
             the forward and backward of the dropped ones; the in-batch filter still applies).
+        p_source: where DCO's ``p̂`` comes from: ``sequence`` (default: the teacher-forced probability of the
+            reference response) or ``sampled`` (the card's approximate DCO for chain-of-thought: at the start of
+            fit, ``p_samples`` completions of every training prompt are sampled at T = 1 and ``p̂`` is the fraction
+            judged correct by the datamodule's answer check; the factor ``F(N, p̂_est)`` then weights the CE of the
+            reference, and the filter keeps the hard problems). The public code samples 64 with vLLM; the card's
+            CPU default is 16.
+        p_samples: completions per training prompt for ``p_source: sampled``.
         loss, dco_n, threshold, ce_reduction, filter_normalize, label_smoothing, entropy_beta, ks, temperatures: see
             :class:`CoverageModule`.
         lr: AdamW learning rate (card: 3e-3).
@@ -271,7 +286,8 @@ class CoverageLMModule(CoverageModule):
 
     def __init__(self, vocab_size: int = 14, n_positions: int = 16, n_embd: int = 64, n_layer: int = 2,
                  n_head: int = 4, dropout: float = 0.0, init_seed: int = 0, hf_path: str | None = None,
-                 eval_every: int = 100, filter_mode: Literal["batch", "epoch"] = "batch", loss: Loss = "dco",
+                 eval_every: int = 100, filter_mode: Literal["batch", "epoch"] = "batch",
+                 p_source: Literal["sequence", "sampled"] = "sequence", p_samples: int = 16, loss: Loss = "dco",
                  dco_n: int = 16, threshold: float = 0.1,
                  ce_reduction: Literal["mean", "sum"] = "mean", filter_normalize: Literal["batch", "kept"] = "batch",
                  label_smoothing: float = 0.1, entropy_beta: float = 0.1, ks: tuple[int, ...] | list[int] = KS,
@@ -283,7 +299,12 @@ class CoverageLMModule(CoverageModule):
             raise ValueError(f"--model.init_args.eval_every={eval_every} must be >= 1")
         if filter_mode not in ("batch", "epoch"):
             raise ValueError(f"--model.init_args.filter_mode={filter_mode!r} must be 'batch' or 'epoch'")
-        self.filter_mode = filter_mode
+        if p_source not in ("sequence", "sampled") or p_samples < 1:
+            raise ValueError(f"--model.init_args.p_source={p_source!r} must be 'sequence' or 'sampled' and "
+                             f"p_samples={p_samples} >= 1")  # fmt: skip
+        self.filter_mode, self.p_source, self.p_samples = filter_mode, p_source, p_samples
+        #: ``p_source: sampled``: the per-training-example fraction of correct samples (``None`` until estimated).
+        self.p_estimate: Tensor | None = None
         self.vocab_size, self.n_positions, self.n_embd, self.n_layer, self.n_head = (vocab_size, n_positions, n_embd,
                                                                                      n_layer, n_head)  # fmt: skip
         self.dropout, self.init_seed, self.hf_path, self.eval_every = dropout, init_seed, hf_path, eval_every
@@ -318,7 +339,31 @@ class CoverageLMModule(CoverageModule):
     def compute_loss(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
         """The configured loss on the response tokens (prompt and padding carry label -100)."""
         logits, target = shift_labels(self(batch["input_ids"], batch["attention_mask"]), batch["labels"])
-        return self.objective(logits, target)
+        p_estimate = None
+        if self.p_source == "sampled" and self.loss_kind == "dco":
+            if self.p_estimate is None or "index" not in batch:
+                raise RuntimeError("CoverageLMModule(p_source=sampled): no sampled estimate for this batch (made "
+                                   "at the start of fit, for the datamodule's indexed training batches)")  # fmt: skip
+            p_estimate = self.p_estimate.to(self.device)[batch["index"]]
+        return self.objective(logits, target, p_estimate)
+
+    def estimate_p_from_samples(self, split: str = "train", seed: int = 0) -> Tensor:
+        """Per example of ``split``: the fraction of ``p_samples`` samples at T = 1 the datamodule judges correct."""
+        from zoo.dco.sampling import sampled_correct
+
+        dm = self.trainer.datamodule  # type: ignore[union-attr]
+        ds = dm.splits[split]
+        prompts = [p for p, _ in ds.examples]
+        steps = max(len(r) for _, r in ds.examples)
+        correct = sampled_correct(self.model.lm, prompts, lambda i, seq: dm.is_correct(split, i, seq), self.p_samples,
+                                  steps, dm.eos_id, 1.0, seed)  # fmt: skip
+        return correct.double().mean(1)
+
+    def on_train_start(self) -> None:
+        """``p_source: sampled``: estimate every training example's success probability once, before training."""
+        if self.p_source == "sampled" and self.loss_kind == "dco" and self.p_estimate is None:
+            self.p_estimate = self.estimate_p_from_samples("train", seed=self.init_seed)
+            self.log("train/p_estimate_mean", float(self.p_estimate.mean()))
 
     def configure_optimizers(self) -> Any:
         """AdamW, no schedule (card)."""
