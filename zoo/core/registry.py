@@ -38,7 +38,7 @@ METHODS: dict[str, dict[str, str]] = {
         "datamodule": "datamodules.kanswer.KAnswerDataModule",
         "paper": "Rethinking Fine-Tuning when Scaling Test-Time Compute: Limiting Confidence Improves Mathematical "
         "Reasoning (NeurIPS 2025)",
-        "status": "in progress",  # issue #6
+        "status": "in progress",  # issue #6, blocked: --quick (seed 0) fails C5 on a CE loss spike
         "config": "configs/dco/default.yaml",
     },
 }
