@@ -41,6 +41,14 @@ METHODS: dict[str, dict[str, str]] = {
         "status": "in progress",  # issue #6, blocked: --quick (seed 0) fails C5 on a CE loss spike
         "config": "configs/dco/default.yaml",
     },
+    "moe_cap": {
+        "module": "zoo.moe_cap.module.MoEEvalModule",
+        "datamodule": "datamodules.moe_prompts.MoEPromptDataModule",
+        "paper": "MoE-CAP: Benchmarking Cost, Accuracy and Performance of Sparse Mixture-of-Experts Systems "
+        "(NeurIPS 2025)",
+        "status": "in progress",  # issue #7
+        "config": "configs/moe_cap/default.yaml",
+    },
 }
 
 #: Short class name -> full class path, so ``--model CRAFTModule`` works without importing every method up front.
@@ -67,4 +75,7 @@ CLASSES: dict[str, str] = {
     "KAnswerDataModule": "datamodules.kanswer.KAnswerDataModule",
     "CoverageLMModule": "zoo.dco.module.CoverageLMModule",
     "CoverageLMDataModule": "datamodules.coverage_lm.CoverageLMDataModule",
+    "MoEEvalModule": "zoo.moe_cap.module.MoEEvalModule",
+    "MoEPromptDataModule": "datamodules.moe_prompts.MoEPromptDataModule",
+    "MoECAPCallback": "callbacks.moe_cap.MoECAPCallback",
 }
