@@ -155,16 +155,17 @@ class RouterTrace:
             self._checked.add(phase)
             self._state["counter"] = FlopCounterMode(display=False)
             self._state["counter"].__enter__()
-        if self.sync and device.type == "cuda":
-            torch.cuda.synchronize(device)
+        if self.sync and device.type != "cpu":
+            _synchronize(device)
         self._state["t0"] = time.perf_counter()
 
     def _post_forward(self, module: nn.Module, args: tuple, kwargs: dict[str, Any], output: Any) -> None:
         state = self._state
         if state.get("t0") is None:
+            self._pending = []
             return
-        if self.sync and state["device"].type == "cuda":
-            torch.cuda.synchronize(state["device"])
+        if self.sync and state["device"].type != "cpu":
+            _synchronize(state["device"])
         latency = time.perf_counter() - state["t0"]
         measured = None
         if (counter := state.pop("counter", None)) is not None:
@@ -186,12 +187,12 @@ class RouterTrace:
             cache = output["cache"] if "cache" in keys else (output["past_key_values"] if "past_key_values" in keys
                                                               else None)  # fmt: skip
         logits = output.get("logits") if hasattr(output, "get") else None
-        from zoo.moe_cap.model import cache_numel
+        from zoo.moe_cap.model import cache_element_bytes, cache_numel
 
         record = {
             "phase": state["phase"], "rows": rows, "n_new": [int(n) for n in per_row_new],
             "ctx": [int(c) for c in ctx], "latency_s": latency, "counts": [int(c) for c in hit],
-            "kv_cached_elements": cache_numel(cache),
+            "kv_cached_elements": cache_numel(cache), "kv_element_bytes": cache_element_bytes(cache),
             "lm_head_rows": int(logits.shape[0] * logits.shape[1]) if isinstance(logits, Tensor) else rows,
         }  # fmt: skip
         if measured is not None:
@@ -229,6 +230,11 @@ class RouterTrace:
     def _experts_hook(self, row: int) -> Any:
         def hook(module: nn.Module, args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, dict] | None:
             in_args = len(args) > 1
+            if not in_args and "top_k_index" not in kwargs:
+                raise TypeError(
+                    f"MoECAPCallback: {type(module).__name__}.forward got neither a positional index nor top_k_index; "
+                    f"expected experts(hidden_states, top_k_index, top_k_weights) (the transformers 5 MoE layout)"
+                )
             index = args[1] if in_args else kwargs["top_k_index"]
             replaced = None
             if self.router == "uniform":
@@ -284,6 +290,8 @@ class MoECAPCallback(Callback):
         extra_capital_usd: capital of extra parts (offloading systems' CPU/DRAM/SSD).
         n_dev: devices (multiplies peaks, price and TDP).
         seed: seed of the uniform router.
+        kv_dtype: storage dtype of the KV cache for its bytes; ``auto`` reads the cache tensors' element size (a
+            quantised model keeps its cache in the compute dtype).
         mla_latent_expansion: count the FLOPs of transformers' per-forward re-expansion of the cached MLA latent
             (DeepSeek; ours: FlopCounterMode shows them; an absorbed-MLA server would set false).
     """
@@ -298,7 +306,7 @@ class MoECAPCallback(Callback):
                  router: Literal["traced", "uniform"] = "traced", flop_check: bool = False,
                  cost_cap: float | None = None, energy_scale: float = 1.2, capital_scale: float = 1.25,
                  extra_capital_usd: float = 0.0, n_dev: int = 1, seed: int = 0,
-                 mla_latent_expansion: bool = True) -> None:  # fmt: skip
+                 mla_latent_expansion: bool = True, kv_dtype: str = "auto") -> None:  # fmt: skip
         stages = ["validate", "test", "predict"] if stages is None else list(stages)
         if unknown := set(stages) - set(_HOOK):
             raise ValueError(f"MoECAPCallback(stages=...): unknown {sorted(unknown)}; expected validate|test|predict")
@@ -311,6 +319,13 @@ class MoECAPCallback(Callback):
                 raise ValueError(f"MoECAPCallback({name}={value!r}): expected one of {list(allowed)}")
         if n_dev < 1:
             raise ValueError(f"MoECAPCallback(n_dev={n_dev}): expected >= 1")
+        if cost_cap is not None and cost_cap <= 0:
+            raise ValueError(f"MoECAPCallback(cost_cap={cost_cap}): expected a positive cost or None")
+        if dtype != "auto":
+            M.bytes_per_element(dtype)  # names the known dtypes
+        if kv_dtype != "auto":
+            M.bytes_per_element(kv_dtype)
+        _check_hardware(hardware)
         self.hardware, self.dtype, self.padding, self.smfu_variant = hardware, dtype, padding, smfu_variant
         self.deepseek_shared, self.kv_accounting = deepseek_shared, kv_accounting
         self.include_lm_head, self.include_router_bytes, self.causal_halving = (include_lm_head, include_router_bytes,
@@ -319,7 +334,7 @@ class MoECAPCallback(Callback):
         self.out_dir, self.system_name, self.router, self.flop_check = out_dir, system_name, router, flop_check
         self.cost_cap, self.energy_scale, self.capital_scale = cost_cap, energy_scale, capital_scale
         self.extra_capital_usd, self.n_dev, self.seed = extra_capital_usd, n_dev, seed
-        self.mla_latent_expansion = mla_latent_expansion
+        self.mla_latent_expansion, self.kv_dtype = mla_latent_expansion, kv_dtype
         #: Stage -> the last stage's record (what ``moecap_{stage}.json`` holds).
         self.results: dict[str, dict[str, Any]] = {}
         self._trace: RouterTrace | None = None
@@ -342,6 +357,12 @@ class MoECAPCallback(Callback):
         self._shape = shape_of(model, self.deepseek_shared)
         self._dtype = self._storage_dtype(model)
         self._spec = resolve_hardware(self.hardware, dtype=self._dtype, n_dev=self.n_dev)
+        self._spec.peak_flops(self._dtype)  # a spec without this dtype's peak fails now, not after the stage
+        if self._spec.price_usd is None or self._spec.tdp_w is None:
+            raise ValueError(
+                f"MoECAPCallback(hardware={self._spec.name!r}): the preset has no price_usd/tdp_w, which the cost "
+                f"model needs; pass a custom dict with price_usd and tdp_w (see zoo.moe_cap.hardware.custom_spec)"
+            )
         self._trace = RouterTrace(
             model, self._shape.num_experts, self._shape.top_k, padding=self.padding, router=self.router,
             sync=self.sync, sliding_window=self._shape.sliding_window, seed=self.seed, flop_check=self.flop_check,
@@ -365,7 +386,14 @@ class MoECAPCallback(Callback):
             M.bytes_per_element(self.dtype)  # validates
             return self.dtype
         dtype = next(model.parameters()).dtype
-        return {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}.get(dtype, "fp32")
+        known = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.int8: "int8",
+                 torch.uint8: "int8", torch.float8_e4m3fn: "fp8", torch.float8_e5m2: "fp8"}  # fmt: skip
+        if dtype not in known:
+            raise ValueError(
+                f"MoECAPCallback(dtype='auto'): the weights are {dtype}, which has no byte width here; pass dtype= "
+                f"one of {sorted(M.BYTES_PER_ELEMENT)}"
+            )
+        return known[dtype]
 
     def _finish(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         if self._trace is None or self._stage != stage:
@@ -374,8 +402,8 @@ class MoECAPCallback(Callback):
                                 accuracy=_accuracy(pl_module, stage))  # fmt: skip
         self.results[stage] = result
         if stage != "predict":  # predict cannot self.log
-            for key, value in result["means"].items():
-                if isinstance(value, int | float) and math.isfinite(value):
+            for key, value in result["means"].items():  # every key on every rank (NaN where a phase had none)
+                if isinstance(value, int | float):
                     pl_module.log(f"{_prefix(stage)}/moecap/{key}", float(value), sync_dist=trainer.world_size > 1)
         self._write(trainer, stage, result)
 
@@ -389,8 +417,10 @@ class MoECAPCallback(Callback):
         peak = spec.peak_flops(self._dtype)
         per_forward = []
         for rec in records:
+            bytes_kv = (M.bytes_per_element(self.kv_dtype) if self.kv_dtype != "auto"
+                        else rec.get("kv_element_bytes") or bytes_w)  # fmt: skip
             values = M.forward_metrics(
-                rec, shape, bw_Bps=spec.bw_Bps, peak_flops=peak, n_dev=spec.n_dev, bytes_w=bytes_w, bytes_kv=bytes_w,
+                rec, shape, bw_Bps=spec.bw_Bps, peak_flops=peak, n_dev=spec.n_dev, bytes_w=bytes_w, bytes_kv=bytes_kv,
                 include_router_bytes=self.include_router_bytes, include_lm_head=self.include_lm_head,
                 causal_halving=self.causal_halving, kv_accounting=self.kv_accounting,
                 latent_expansion=self.mla_latent_expansion,
@@ -430,7 +460,7 @@ class MoECAPCallback(Callback):
         knobs = {k: getattr(self, k) for k in ("padding", "smfu_variant", "deepseek_shared", "kv_accounting",
                                                 "include_lm_head", "include_router_bytes", "causal_halving", "sync",
                                                 "router", "flop_check", "n_dev",
-                                                "mla_latent_expansion")}  # fmt: skip
+                                                "mla_latent_expansion", "kv_dtype")}  # fmt: skip
         return {
             "system_name": self.system_name, "spec": spec.to_dict(), "dtype": self._dtype, "knobs": knobs,
             "shape": shape.to_dict(), "means": means, "records": records, "per_forward": per_forward,
@@ -479,6 +509,25 @@ class MoECAPCallback(Callback):
 
     def on_exception(self, trainer: Trainer, pl_module: LightningModule, exception: BaseException) -> None:  # noqa: D102
         self._end()
+
+
+def _synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work (CUDA, XPU, MPS ...), so a time stamp closes the forward."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif hasattr(torch, "accelerator") and torch.accelerator.is_available():
+        torch.accelerator.synchronize(device)
+
+
+def _check_hardware(hardware: str | dict[str, Any]) -> None:
+    """Validate ``hardware`` at construction (a preset name, auto, cpu_measured or a custom dict)."""
+    from zoo.moe_cap.hardware import PRESETS, custom_spec
+
+    if isinstance(hardware, dict):
+        custom_spec(hardware)
+    elif hardware not in ("auto", "cpu_measured") and hardware.lower() not in {k.lower() for k in PRESETS}:
+        raise ValueError(f"MoECAPCallback(hardware={hardware!r}): expected auto, cpu_measured, a custom dict or one "
+                         f"of the presets {sorted(PRESETS)}")  # fmt: skip
 
 
 def _prefix(stage: str) -> str:

@@ -178,3 +178,65 @@ def test_smollm2_real_weights_dense_equalities(tmp_path: Path) -> None:
     assert out["val/moecap/s_mfu_decode"] == out["val/moecap/mfu_dense_decode"]
     for phase in ("prefill", "decode"):
         assert out[f"val/moecap/flops_measured_over_analytic_{phase}"] == pytest.approx(1.0, abs=0.01)
+
+
+def test_default_config_checkpoint_round_trip(tmp_path: Path) -> None:
+    """``zoo fit -c configs/moe_cap/default.yaml`` (2 steps, callback measuring the fit's validation): the checkpoint
+    loads with ``weights_only=True`` and rebuilds a module that generates the same greedy answers."""  # noqa: D205
+    from zoo.cli import main
+    from zoo.core.module import ZooModule
+
+    cli = main(["fit", "-c", str(Path(__file__).parents[2] / "configs/moe_cap/default.yaml"),
+                f"--trainer.default_root_dir={tmp_path}", "--trainer.enable_progress_bar=false",
+                "--trainer.max_steps=2", "--trainer.limit_val_batches=1", "--trainer.val_check_interval=2",
+                "--data.init_args.n_train=64"])  # fmt: skip
+    ckpt = next(tmp_path.rglob("*.ckpt"))
+    blob = torch.load(ckpt, weights_only=True)
+    assert blob["hyper_parameters"]["family"] == "mixtral" and blob["hyper_parameters"]["min_new_tokens"] == 1
+    loaded = ZooModule.load_from_checkpoint(str(ckpt))
+    assert isinstance(loaded, MoEEvalModule)
+    prompts = ["Q: 12+34=? A:", "Q: 5-71=? A:"]
+    assert loaded.generate(prompts) == cli.model.generate(prompts)
+    assert next(tmp_path.rglob("moecap_validate.json")).is_file()  # during_fit: the fit's validation was measured
+
+
+def test_metric_values_from_first_principles(tmp_path: Path) -> None:
+    """S-MBU and S-MFU equal the paper's formulas written out here (bytes of the traced experts + KV over latency and
+    the dense H100 peaks); ``n_dev=2`` halves both. Dropping the KV term, ignoring n_dev, a wrong byte width or
+    halving the stored dense peak again all fail."""  # noqa: D205
+    module, data, cb, trainer = make(tmp_path)
+    trainer.validate(module, datamodule=data, verbose=False)
+    result = cb.results["validate"]
+    cfg = module.model.hf.config  # tiny Mixtral: d 64, 4 heads of 16, 2 KV heads, 2 layers, 8 experts of d_ff 128
+    attn, expert, router = 64 * (64 + 2 * 2 * 16) + 64 * 64, 3 * 64 * 128, 64 * 8
+    kv_tok = 2 * cfg.num_hidden_layers * 2 * 16
+    for rec, values in zip(result["records"], result["per_forward"], strict=True):
+        active = 2 * attn + sum(rec["counts"]) * expert
+        kv = sum(rec["ctx"]) * kv_tok * 4
+        latency = rec["latency_s"]
+        assert values["s_mbu"] == pytest.approx((active * 4 + kv) / latency / 3350e9, rel=1e-12)
+        per_token = 2 * (2 * attn + 2 * router + 2 * 2 * expert)
+        scores = sum(n * 2 * c * 4 * (16 + 16) for n, c in zip(rec["n_new"], rec["ctx"], strict=True)) * 2
+        fp32_peak = 989.5e12 / 2  # fp32 weights: the preset's TF32 dense peak, half the bf16 dense one
+        flops = sum(rec["n_new"]) * per_token + scores
+        assert values["s_mfu"] == pytest.approx(flops / latency / fp32_peak, rel=1e-12)
+    two = MoECAPCallback(hardware="H100-HBM3-80GB", n_dev=2)
+    two._begin(trainer, module, "validate")
+    two._end()
+    doubled = two.summarise(result["records"], e2e_s=1.0)["per_forward"][0]
+    assert doubled["s_mbu"] == pytest.approx(result["per_forward"][0]["s_mbu"] / 2, rel=1e-12)
+    assert doubled["s_mfu"] == pytest.approx(result["per_forward"][0]["s_mfu"] / 2, rel=1e-12)
+
+
+def test_hardware_errors_before_the_stage(tmp_path: Path) -> None:
+    """An unknown preset fails at construction; a preset without a price (A100-PCIe-40GB) fails at stage start,
+    naming it, instead of after the whole evaluation."""  # noqa: D205
+    with pytest.raises(ValueError, match="presets"):
+        MoECAPCallback(hardware="H300")
+    with pytest.raises(ValueError, match="cost_cap"):
+        MoECAPCallback(cost_cap=0.0)
+    module, data, _, _ = make(tmp_path)
+    trainer = Trainer(callbacks=[MoECAPCallback(hardware="A100-PCIe-40GB", out_dir=str(tmp_path))], **QUIET)
+    with pytest.raises(ValueError, match="A100-PCIe-40GB"):
+        trainer.validate(module, datamodule=data, verbose=False)
+    assert hooks_left(module) == 0

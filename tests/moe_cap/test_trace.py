@@ -276,6 +276,20 @@ def test_padding_executed_counts_pad_rows_real_does_not() -> None:
     assert counts == {"executed": [3, 3], "real": [2, 2]}
 
 
+def test_padding_real_through_generate() -> None:
+    """``real`` on a left-padded generate: prefill counts each row's own tokens, decode contexts grow from them."""
+    model = tiny("olmoe")
+    ids = prompt_ids(2, 5)
+    mask = torch.ones_like(ids)
+    mask[0, :2] = 0
+    ids[0, :2] = TOK.pad_token_id
+    real = run_generate(model, ids, new=3, mask=mask, padding="real").records
+    assert real[0]["n_new"] == [3, 5] and real[0]["ctx"] == [3, 5]
+    assert [r["ctx"] for r in real[1:]] == [[4, 6], [5, 7]]
+    executed = run_generate(model, ids, new=3, mask=mask).records
+    assert executed[0]["n_new"] == [5, 5] and [r["ctx"] for r in executed[1:]] == [[6, 6], [7, 7]]
+
+
 # -- union law (C2) on the real module ---------------------------------------------------------------------------------
 def test_uniform_router_matches_closed_form() -> None:
     """The uniform router's mean count over forwards follows E·(1 − (1 − k/E)^T) (a sum or a wrong law fails)."""

@@ -121,8 +121,8 @@ def gqa_attention_params(config: Any) -> int:
     d, n_h, d_h = config.hidden_size, config.num_attention_heads, _head_dim(config)
     n_kv = _get(config, "num_key_value_heads", n_h)
     size = d * (n_h * d_h + 2 * n_kv * d_h) + n_h * d_h * d
-    if getattr(config, "model_type", "") == "qwen2_moe" and _get(config, "qkv_bias", True):
-        size += n_h * d_h + 2 * n_kv * d_h  # Qwen2's q/k/v biases (o has none)
+    if getattr(config, "model_type", "") in ("qwen2_moe", "qwen2") and _get(config, "qkv_bias", True):
+        size += n_h * d_h + 2 * n_kv * d_h  # Qwen2's q/k/v biases (o has none; transformers hard-codes them)
     elif _get(config, "attention_bias", False):
         size += n_h * d_h + 2 * n_kv * d_h + d  # Llama-style attention_bias: q, k, v and o
     return size

@@ -154,6 +154,10 @@ def introspect_shape(model: nn.Module) -> MoEShape:
     config = model.config
     layers = decoder_layers(model)
     experts = experts_modules(model)
+    for i, layer in enumerate(layers):  # transformers 4.x: a ModuleList of experts (traced through the gate)
+        block = getattr(layer, "mlp", None) or getattr(layer, "block_sparse_moe", None)
+        if i not in experts and isinstance(getattr(block, "experts", None), nn.ModuleList):
+            experts[i] = block.experts
     attn = tuple(_numel_without_norms(layer.self_attn) for layer in layers)
     num_experts = int(getattr(config, "num_experts", None) or getattr(config, "num_local_experts", None)
                       or getattr(config, "n_routed_experts", None) or 1)  # fmt: skip
@@ -197,16 +201,24 @@ def shape_of(model: nn.Module, deepseek_shared: str = "config") -> MoEShape:
     return introspect_shape(model)
 
 
+def _cache_tensors(cache: Any) -> list[torch.Tensor]:
+    if cache is None:
+        return []
+    layers = getattr(cache, "layers", None)
+    if layers:
+        return [t for layer in layers for t in (getattr(layer, "keys", None), getattr(layer, "values", None))
+                if isinstance(t, torch.Tensor)]  # fmt: skip
+    if isinstance(cache, tuple | list):
+        return [t for pair in cache for t in pair if isinstance(t, torch.Tensor)]
+    return []
+
+
+def cache_element_bytes(cache: Any) -> float | None:
+    """Bytes per element of the cache's tensors (None without a cache)."""
+    tensors = _cache_tensors(cache)
+    return float(tensors[0].element_size()) if tensors else None
+
+
 def cache_numel(cache: Any) -> int:
     """Elements of the tensors a transformers cache holds (``layers[i].keys/values``; legacy tuples too)."""
-    if cache is None:
-        return 0
-    total = 0
-    for layer in getattr(cache, "layers", None) or []:
-        for name in ("keys", "values"):
-            tensor = getattr(layer, name, None)
-            if isinstance(tensor, torch.Tensor):
-                total += tensor.numel()
-    if not getattr(cache, "layers", None) and isinstance(cache, tuple | list):
-        total = sum(t.numel() for pair in cache for t in pair if isinstance(t, torch.Tensor))
-    return total
+    return sum(t.numel() for t in _cache_tensors(cache))

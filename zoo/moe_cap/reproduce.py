@@ -134,6 +134,7 @@ def run(seeds: tuple[int, ...], quick: bool, out: Path, progress: Callable[[str]
     claims.append(Claim("C1 batch-1 decode forwards with count_l != k (any layer)", float(wrong_counts), "<=", 0.0,
                         f"{checked} decode forwards over the 5 MoE families"))  # fmt: skip
     claims.append(Claim("C1 batch-1 decode forwards with S_activated != closed form", float(wrong_size), "<=", 0.0))
+    claims.append(Claim("C1 batch-1 decode forwards checked", float(checked), ">", 0.0))
 
     # C2: the union law under the uniform router.
     for family, union in unions.items():
@@ -167,6 +168,7 @@ def run(seeds: tuple[int, ...], quick: bool, out: Path, progress: Callable[[str]
                         f"{sum(len(r['records']) for r in runs)} forwards"))  # fmt: skip
     claims.append(Claim("C4 all experts hit: max |s_mbu / mbu_dense − 1|", worst_sat, "<=", 1e-9,
                         f"{saturated} saturated forwards"))  # fmt: skip
+    claims.append(Claim("C4 saturated forwards (all experts hit) checked", float(saturated), ">", 0.0))
     dense_gap = max(max(abs(v["s_mbu"] - v["mbu_dense"]), abs(v["s_mfu"] - v["mfu_dense"]))
                     for r in of("llama") for v in r["per_forward"])  # fmt: skip
     claims.append(Claim("C4 dense Llama: max |S-MBU − MBU|, |S-MFU − MFU|", dense_gap, "<=", 0.0))
