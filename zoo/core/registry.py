@@ -49,6 +49,13 @@ METHODS: dict[str, dict[str, str]] = {
         "status": "done",  # issue #7: reproduce 28/28; hooks 0.99-1.05x validate time
         "config": "configs/moe_cap/default.yaml",
     },
+    "xrlhf": {
+        "module": "zoo.xrlhf.module.XRLHFModule",
+        "datamodule": "datamodules.preferences.PreferenceDataModule",
+        "paper": "Improving RLHF by Explaining Unsatisfactory Responses and Unlearning their Causes (NeurIPS 2025)",
+        "status": "in progress",  # issue #8
+        "config": "configs/xrlhf/default.yaml",
+    },
 }
 
 #: Short class name -> full class path, so ``--model CRAFTModule`` works without importing every method up front.
@@ -78,4 +85,6 @@ CLASSES: dict[str, str] = {
     "MoEEvalModule": "zoo.moe_cap.module.MoEEvalModule",
     "MoEPromptDataModule": "datamodules.moe_prompts.MoEPromptDataModule",
     "MoECAPCallback": "callbacks.moe_cap.MoECAPCallback",
+    "XRLHFModule": "zoo.xrlhf.module.XRLHFModule",
+    "PreferenceDataModule": "datamodules.preferences.PreferenceDataModule",
 }

@@ -1,0 +1,212 @@
+"""Preference comparisons for ``xrlhf``: the card's synthetic world (default) or a precomputed-feature ``.npz``.
+
+At ``setup`` the datamodule fits the card's linear Bradley-Terry RM exactly (numpy, full-batch GD: the recipe the
+module's original phase runs), derives the SFT and RLHF responses of the test prompts (``argmax_y [s + r̂/β]``),
+splits them into unsatisfactory (``r_eval(y_rl) < r_eval(y_sft)``) and satisfactory pairs, and explains every
+unsatisfactory pair with ``selector`` (``ConvexExplainer`` by default). The union ``S_all`` of the selected comparisons
+is the forget set; the rest is retained. Phases for ``callbacks.unlearning.UnlearningCallback``:
+
+- ``original``: every comparison, one full batch per step (``steps_per_epoch`` steps per epoch);
+- ``retrain``: the retained comparisons only (the exact oracle);
+- ``unlearn``: ``{"forget": Δφ[S_all], "retain": Δφ[D∖S_all]}`` full batches.
+
+Batches are 1-tuples ``(Δφ,)`` of float64 tensors (winner − loser): the RM is tiny, and float64 makes the
+Lightning fits match the numpy fit the explanations used (to 1e-10).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from torch import Tensor
+from torch.utils.data import DataLoader, Dataset
+
+from datamodules.unlearning import Phase, PhasedDataModule
+
+Selector = Literal["convex", "knn", "random", "tracin", "representer", "planted", "random_set"]
+Target = Literal["phi", "phi_minus_sft"]
+
+
+class _Repeated(Dataset):
+    """One full batch ``times`` times (``DataLoader(batch_size=None)`` hands it over unchanged)."""
+
+    def __init__(self, batch: Any, times: int) -> None:
+        self.batch, self.times = batch, times
+
+    def __len__(self) -> int:
+        return self.times
+
+    def __getitem__(self, i: int) -> Any:
+        return self.batch
+
+
+class PreferenceDataModule(PhasedDataModule):
+    """Training comparisons, test candidates and the explained forget set (card ``xrlhf``, "Data").
+
+    Args:
+        path: a precomputed-feature ``.npz`` (``datamodules.preference_formats``); None = the synthetic world.
+        seed: seed of the world (and of the random selector).
+        n_train: training prompts (one comparison each) of the world.
+        n_test: test prompts of the world.
+        corrupt_threshold: the planted region ``x_0 > threshold``.
+        selector: how ``S_all`` is chosen: ``convex`` (the method), ``knn``/``random``/``tracin``/``representer``
+            (baselines with the convex set's size per item), ``random_set`` (one random set of the convex union's
+            size: the card's removal baseline) or ``planted`` (the ground-truth oracle).
+        k_cand: candidates per growth step of the convex selector.
+        tau: relative-residual target of the convex selector.
+        target: ``phi`` (``φ(x̄, ȳ)``, the paper) or ``phi_minus_sft`` (``φ(x̄, ȳ) − φ(x̄, y_sft)``, ours).
+        beta: KL coefficient of the closed-form policy.
+        rm_l2: L2 of the BT fit.
+        rm_lr: learning rate of the BT fit.
+        rm_steps: full-batch steps of the BT fit (= ``steps_per_epoch`` of the original recipe).
+        steps_per_epoch: full-batch steps per training epoch.
+        max_items: explain only the first N unsatisfactory items (None: all); the win rates still cover every prompt.
+        phase: which training set ``train_dataloader`` serves.
+    """
+
+    def __init__(self, path: str | None = None, seed: int = 0, n_train: int = 2000, n_test: int = 1000,
+                 corrupt_threshold: float = 1.0, selector: Selector = "convex", k_cand: int = 100, tau: float = 0.05,
+                 target: Target = "phi", beta: float = 0.1, rm_l2: float = 1e-3, rm_lr: float = 0.5,
+                 rm_steps: int = 4000, steps_per_epoch: int = 200, max_items: int | None = None,
+                 phase: Phase = "unlearn") -> None:  # fmt: skip
+        super().__init__()
+        if selector not in ("convex", "knn", "random", "tracin", "representer", "planted", "random_set"):
+            raise ValueError(f"--data.init_args.selector={selector!r}: expected convex, knn, random, tracin, "
+                             f"representer, planted or random_set")  # fmt: skip
+        if target not in ("phi", "phi_minus_sft"):
+            raise ValueError(f"--data.init_args.target={target!r}: expected phi or phi_minus_sft")
+        if phase not in ("original", "retrain", "unlearn"):
+            raise ValueError(f"--data.init_args.phase={phase!r}: expected original, retrain or unlearn")
+        if beta <= 0 or steps_per_epoch < 1 or rm_steps < 1:
+            raise ValueError("--data.init_args.beta must be > 0 and steps_per_epoch, rm_steps >= 1")
+        self.save_hyperparameters()
+        self.path, self.seed, self.selector, self.phase = path, seed, selector, phase
+        self.steps_per_epoch = steps_per_epoch
+        self._ready = False
+        self.input_dim = self._peek_dim()
+
+    def _peek_dim(self) -> int:
+        if self.path is None:
+            from zoo.xrlhf.world import FEATURE_DIM
+
+            return FEATURE_DIM
+        from datamodules.preference_formats import read_feature_npz
+
+        return int(read_feature_npz(self.path)["delta_phi"].shape[1])
+
+    # -- data ----------------------------------------------------------------------------------------------------------
+    def setup(self, stage: str | None = None) -> None:
+        """Load or generate, fit the RM, split the test pairs, explain and build the forget set (once)."""
+        if self._ready:
+            return
+        from zoo.xrlhf.world import fit_bt, make_world, rlhf_choice
+
+        hp = self.hparams
+        if self.path is None:
+            world = make_world(self.seed, n_train=hp.n_train, n_test=hp.n_test, corrupt_threshold=hp.corrupt_threshold)
+            delta, corrupted = world.delta_phi, world.corrupted
+            test_phi, sft_logits, r_eval = world.test_phi, world.sft_logits, world.r_star
+        else:
+            from datamodules.preference_formats import read_feature_npz
+
+            data = read_feature_npz(self.path)
+            if data["phi_candidates"] is None:
+                raise ValueError(f"{self.path}: xrlhf needs the test side (phi_candidates, sft_logits, r_eval)")
+            delta, corrupted = data["delta_phi"], data["corrupted"]
+            test_phi, sft_logits, r_eval = data["phi_candidates"], data["sft_logits"], data["r_eval"]
+        theta = fit_bt(delta, l2=hp.rm_l2, lr=hp.rm_lr, steps=hp.rm_steps)
+        rows = np.arange(len(test_phi))
+        sft = sft_logits.argmax(axis=1)
+        rl = rlhf_choice(test_phi, sft_logits, theta, hp.beta)
+        self.delta_phi, self.corrupted, self.theta_original = delta, corrupted, theta
+        self.test_phi, self.sft_logits, self.r_eval = test_phi, sft_logits, r_eval
+        self.sft, self.rl = sft, rl
+        self.unsatisfactory = r_eval[rows, rl] < r_eval[rows, sft]
+        self.items = np.flatnonzero(self.unsatisfactory)[: hp.max_items]
+        self.targets = test_phi[self.items, rl[self.items]]
+        if hp.target == "phi_minus_sft":
+            self.targets = self.targets - test_phi[self.items, sft[self.items]]
+        self.explanations = self._explain(theta)
+        self.forget_idx = np.unique(np.concatenate([e["indices"] for e in self.explanations])) if self.explanations \
+            else np.zeros(0, dtype=int)  # fmt: skip
+        if self.selector == "random_set":  # one uniform set as large as the convex union (no per-item provenance)
+            rng = np.random.default_rng(self.seed + 104729)
+            self.forget_idx = np.sort(rng.choice(len(delta), size=len(self.forget_idx), replace=False))
+            self.explanations = [{"item": -1, "indices": self.forget_idx, "alpha": None}]
+        self.retain_mask = np.ones(len(delta), dtype=bool)
+        self.retain_mask[self.forget_idx] = False
+        self._ready = True
+
+    def _explain(self, theta: np.ndarray) -> list[dict[str, Any]]:
+        """Per unsatisfactory item: the selected indices (and the convex weights), with provenance."""
+        from zoo.xrlhf.explain import ConvexExplainer, knn_select, random_select, representer_select, tracin_select
+
+        hp = self.hparams
+        if self.selector == "planted":
+            if self.corrupted is None:
+                raise ValueError(f"{self.path}: selector=planted needs the 'corrupted' ground truth in the npz")
+            return [{"item": -1, "indices": np.flatnonzero(self.corrupted), "alpha": None}]
+        explainer = ConvexExplainer(k_cand=hp.k_cand, tau=hp.tau).fit(self.delta_phi)
+        rng = np.random.default_rng(self.seed + 7919)
+        out = []
+        for item, target in zip(self.items, self.targets, strict=True):
+            convex = explainer.explain(target)
+            size = len(convex.indices)
+            match self.selector:
+                case "convex" | "random_set":
+                    indices, alpha = convex.indices, convex.alpha
+                case "knn":
+                    indices, alpha = knn_select(self.delta_phi, target, size), None
+                case "random":
+                    indices, alpha = random_select(len(self.delta_phi), size, rng), None
+                case "tracin":
+                    indices, alpha = tracin_select(self.delta_phi, target, theta, size), None
+                case _:
+                    indices, alpha = representer_select(self.delta_phi, target, theta, size, hp.rm_l2), None
+            out.append({"item": int(item), "indices": np.asarray(indices, dtype=int), "alpha": alpha,
+                        "residual": convex.residual, "feasible": convex.feasible})  # fmt: skip
+        return out
+
+    def _tensor(self, mask_or_idx: np.ndarray | None = None) -> tuple[Tensor]:
+        """A ``(Δφ,)`` batch (a 1-tuple, as ``TensorDataset`` batches are)."""
+        data = self.delta_phi if mask_or_idx is None else self.delta_phi[mask_or_idx]
+        return (torch.as_tensor(data, dtype=torch.float64),)
+
+    def _repeat(self, batch: Any) -> DataLoader:
+        return DataLoader(_Repeated(batch, self.steps_per_epoch), batch_size=None, shuffle=False)
+
+    def train_dataloader(self) -> DataLoader:
+        """The ``phase``'s full batch, ``steps_per_epoch`` times (see the module docstring)."""
+        self.setup()
+        if self.phase == "original":
+            return self._repeat(self._tensor())
+        if self.phase == "retrain":
+            return self._repeat(self._tensor(self.retain_mask))
+        if len(self.forget_idx) == 0:
+            raise ValueError("PreferenceDataModule: no unsatisfactory test pair, so the forget set is empty")
+        return self._repeat({"forget": self._tensor(self.forget_idx), "retain": self._tensor(self.retain_mask)})
+
+    def val_dataloader(self) -> DataLoader:
+        """One batch of every comparison (``val/bt_loss``); the unlearning metrics come from the callback."""
+        self.setup()
+        return DataLoader(_Repeated(self._tensor(), 1), batch_size=None)
+
+    # -- the unlearning protocol ---------------------------------------------------------------------------------------
+    def split_info(self) -> dict[str, Any]:
+        """What defines the forget set: sizes, indices, per-item provenance, recall of the planted pairs."""
+        self.setup()
+        info: dict[str, Any] = {
+            "source": "npz" if self.path else "world", "seed": self.seed, "selector": self.selector,
+            "n_train": len(self.delta_phi), "n_test": len(self.test_phi), "n_unsatisfactory": len(self.items),
+            "n_forget": len(self.forget_idx), "forget_indices": self.forget_idx.tolist(),
+            "per_item": [{"item": e["item"], "indices": e["indices"].tolist()} for e in self.explanations],
+        }  # fmt: skip
+        if self.corrupted is not None and self.corrupted.any():
+            planted = np.flatnonzero(self.corrupted)
+            info["union_recall"] = float(np.isin(planted, self.forget_idx).mean())
+            per_item = [self.corrupted[e["indices"]].mean() for e in self.explanations if len(e["indices"])]
+            info["precision"] = float(np.mean(per_item)) if per_item else float("nan")
+            info["base_rate"] = float(self.corrupted.mean())
+        return info

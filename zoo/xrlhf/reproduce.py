@@ -1,0 +1,146 @@
+"""`zoo reproduce xrlhf`: the card's claims 1-4 on the synthetic preference world, at CPU (numpy) scale.
+
+Per seed, ``configs/xrlhf/default.yaml`` runs through the zoo CLI with the selector and the unlearning strategy
+swapped: convex + NegGrad+ (the method), convex + finetune, k-NN, TracIn, one random set of the convex union's size,
+and the planted pairs (the ground-truth oracle). Each run's ``UnlearningCallback`` also trains the retrain oracle on
+D∖S_all, so "retrain without the selected set" is read off every run. Medians over seeds {0, 1, 2}. ``--quick``
+keeps the three seeds the claims are defined over (``QUICK_SEEDS``) and drops the two info-only arms (TracIn,
+convex + finetune). Jobs run in 2 processes.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from zoo.core.reproduce import Claim, Progress, Report, parallel_map, save_figure
+
+CONFIG = Path(__file__).resolve().parents[2] / "configs" / "xrlhf" / "default.yaml"
+#: arm -> (selector, strategy).
+ARMS: dict[str, tuple[str, str]] = {
+    "convex": ("convex", "neggrad_plus"),
+    "convex finetune": ("convex", "finetune"),
+    "knn": ("knn", "neggrad_plus"),
+    "tracin": ("tracin", "neggrad_plus"),
+    "random set": ("random_set", "neggrad_plus"),
+    "planted": ("planted", "neggrad_plus"),
+}
+QUIET = [
+    "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.enable_progress_bar=false",
+    "--trainer.enable_model_summary=false", "--trainer.logger=false", "--trainer.enable_checkpointing=false",
+    "--threads=1",
+]  # fmt: skip
+#: Arms only reported (no asserted claim reads them): left out of ``--quick``.
+INFO_ARMS = ("convex finetune", "tracin")
+#: ``--quick`` keeps the seeds: every claim is a median over three seeds (the card).
+QUICK_SEEDS = 3
+WIN_U, WIN_S = "win_unsatisfactory_higher_is_better", "win_satisfactory_higher_is_better"
+
+
+def run_job(job: tuple[str, int]) -> dict[str, Any]:
+    """Fit one arm for one seed; return its split, oracle and final metrics."""
+    import logging
+    import time
+    import warnings
+
+    import torch
+
+    from callbacks.unlearning import UnlearningCallback
+    from zoo.cli import main
+
+    torch.set_num_threads(1)
+    logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore")
+    arm, seed = job
+    selector, strategy = ARMS[arm]
+    with tempfile.TemporaryDirectory() as tmp:
+        cli = main(["-c", str(CONFIG), *QUIET, f"--trainer.default_root_dir={tmp}", f"--seed_everything={seed}",
+                    f"--data.init_args.seed={seed}", f"--data.init_args.selector={selector}",
+                    f"--trainer.callbacks.init_args.strategy={strategy}"], run=False)  # fmt: skip
+        start = time.time()
+        cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+        seconds = time.time() - start
+        callback = next(c for c in cli.trainer.callbacks if isinstance(c, UnlearningCallback))
+        split = {k: v for k, v in cli.datamodule.split_info().items() if k not in ("forget_indices", "per_item")}
+        sizes = [len(e["indices"]) for e in cli.datamodule.explanations] if selector == "convex" else []
+    return {"arm": arm, "seed": seed, "seconds": seconds, "split": split, "oracle": callback.oracle_metrics,
+            "final": callback.final, "original": callback.before, "sizes": sizes}  # fmt: skip
+
+
+def run(seeds: tuple[int, ...], quick: bool, out: Path, progress: Callable[[str], None] | None = None) -> Report:
+    """Run the protocol and check claims 1-4."""
+    say = progress or Progress("xrlhf")
+    arms = [arm for arm in ARMS if not (quick and arm in INFO_ARMS)]
+    jobs = [(arm, s) for s in seeds for arm in arms]
+    say(f"{len(jobs)} jobs: arms {arms} x seeds {list(seeds)}")
+    results = parallel_map(run_job, jobs, workers=2)
+    say("all jobs done")
+
+    def med(arm: str, get: Callable[[dict[str, Any]], float]) -> float:
+        return statistics.median(get(r) for r in results if r["arm"] == arm)
+
+    oracle_u = {arm: med(arm, lambda r: r["oracle"][WIN_U]) for arm in arms}
+    oracle_s = {arm: med(arm, lambda r: r["oracle"][WIN_S]) for arm in arms}
+    final_u = {arm: med(arm, lambda r: r["final"][WIN_U]) for arm in arms}
+    final_s = {arm: med(arm, lambda r: r["final"][WIN_S]) for arm in arms}
+    recall = {arm: med(arm, lambda r: r["split"]["union_recall"]) for arm in arms}
+    precision = {arm: med(arm, lambda r: r["split"]["precision"]) for arm in arms}
+    base = med("convex", lambda r: r["split"]["base_rate"])
+    claims = [
+        Claim("C1 retrain w/o convex S_all: unsatisfactory fixed", oracle_u["convex"], ">=", 0.70),
+        Claim("C1 retrain w/o convex S_all: satisfactory kept", oracle_s["convex"], ">=", 0.97),
+        Claim("C1 retrain w/o a random set of |S_all|: unsatisfactory fixed", oracle_u["random set"], "<=", 0.10),
+        Claim("C2 union recall convex − k-NN", recall["convex"] - recall["knn"], ">=", 0.05,
+              f"convex {recall['convex']:.3f}, k-NN {recall['knn']:.3f}"),
+        Claim("C2 fix rate after removal: convex − k-NN union", oracle_u["convex"] - oracle_u["knn"], ">=", 0.0,
+              f"convex {oracle_u['convex']:.3f}, k-NN {oracle_u['knn']:.3f}"),
+        Claim("C3 NegGrad+ (β 0.9): unsatisfactory fixed", final_u["convex"], ">=", 0.55),
+        Claim("C3 NegGrad+ (β 0.9): satisfactory kept", final_s["convex"], ">=", 0.93),
+        Claim("C3 retrain oracle − NegGrad+ fix rate", oracle_u["convex"] - final_u["convex"], "<=", 0.25),
+        Claim("C4 per-item precision convex / base rate", precision["convex"] / base, ">=", 4.0,
+              f"precision {precision['convex']:.3f}, base rate {base:.3f}"),
+        Claim("info: per-item precision k-NN − convex (k-NN higher, card)", precision["knn"] - precision["convex"],
+              ">=", 0.0, asserted=False),
+        Claim("info: retrain w/o all planted pairs: unsatisfactory fixed", oracle_u["planted"], ">=", 0.7,
+              asserted=False),
+    ]  # fmt: skip
+    rows = [{"arm": arm, "selector": ARMS[arm][0], "strategy": ARMS[arm][1], "union_recall": recall[arm],
+             "precision": precision[arm], "retrain_fixed": oracle_u[arm], "retrain_kept": oracle_s[arm],
+             "unlearn_fixed": final_u[arm], "unlearn_kept": final_s[arm],
+             "n_forget": med(arm, lambda r: r["split"]["n_forget"])} for arm in arms]  # fmt: skip
+    sizes = [s for r in results if r["arm"] == "convex" for s in r["sizes"]]
+    keys = ("arm", "seed", "seconds", "split", "oracle", "final")
+    metrics = {"rows": rows, "base_rate": base, "median_convex_size": statistics.median(sizes) if sizes else 0,
+               "runs": [{k: r[k] for k in keys} for r in results]}  # fmt: skip
+    return Report(claims=claims, metrics=metrics, table=_table(rows), plots=[_plot(rows, out)])
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    lines = ["| arm | selector | unlearning | |S_all| | union recall | precision | retrain fixed / kept | "
+             "unlearn fixed / kept |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in rows:
+        lines.append(f"| {r['arm']} | {r['selector']} | {r['strategy']} | {r['n_forget']:.0f} | "
+                     f"{r['union_recall']:.3f} | {r['precision']:.3f} | {r['retrain_fixed']:.3f} / "
+                     f"{r['retrain_kept']:.3f} | {r['unlearn_fixed']:.3f} / {r['unlearn_kept']:.3f} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def _plot(rows: list[dict[str, Any]], out: Path) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    names = [r["arm"] for r in rows]
+    x = range(len(rows))
+    ax.bar([i - 0.2 for i in x], [r["retrain_fixed"] for r in rows], width=0.4, label="retrain w/o S: fixed")
+    ax.bar([i + 0.2 for i in x], [r["unlearn_fixed"] for r in rows], width=0.4, label="unlearned: fixed")
+    ax.plot(list(x), [r["union_recall"] for r in rows], "ko", label="union recall of planted pairs")
+    ax.set_xticks(list(x), names, rotation=20)
+    ax.set(ylim=(0, 1.05), ylabel="fraction", title="xrlhf: unsatisfactory prompts fixed (medians over seeds)")
+    ax.legend(fontsize=8)
+    return save_figure(fig, out, "xrlhf_fix_rates.png")
