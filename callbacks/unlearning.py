@@ -10,7 +10,10 @@ metrics and the gap to the oracle are logged every ``eval_every_n_epochs`` and w
 Module protocol (checked in ``setup``): ``forget_loss(batch)``, ``retain_loss(batch)``, ``unlearning_metrics(dm)``,
 ``gap_metrics`` (names averaged into the gap); optional ``concat_losses(forget, retain)`` (one forward on the
 concatenated batch), ``unlearn_parameters()``, ``random_label_loss(batch)`` (SalUn), ``distill_loss(batch, teacher,
-temperature)`` and ``model`` (SCRUB). Datamodule protocol: ``with_phase(phase)``, ``split_info()``, ``seed``.
+temperature)`` and ``model`` (SCRUB). Datamodule protocol: ``with_phase(phase)``, ``split_info()``, ``seed``; optional
+``attach_original(module)``, called once the original weights are in place and before the oracle is trained, for a
+forget set that the original model defines (``xrlhf`` explains unsatisfactory responses with the original RM's
+features).
 """
 
 from __future__ import annotations
@@ -33,9 +36,10 @@ from zoo.core.rng import preserved_rng
 from zoo.uam.model import cosine_rho, dot, global_norm, projection_coefficients
 
 Strategy = Literal[
-    "uam", "finetune", "neggrad", "neggrad_plus", "graddiff", "l1_sparse", "salun", "scrub", "rmu", "rmu_uam"
+    "uam", "finetune", "neggrad", "neggrad_plus", "graddiff", "l1_sparse", "salun", "scrub", "rmu", "rmu_uam", "retrain"
 ]
-STRATEGIES = ("uam", "finetune", "neggrad", "neggrad_plus", "graddiff", "l1_sparse", "salun", "scrub", "rmu", "rmu_uam")
+STRATEGIES = ("uam", "finetune", "neggrad", "neggrad_plus", "graddiff", "l1_sparse", "salun", "scrub", "rmu", "rmu_uam",
+              "retrain")  # fmt: skip
 
 _NEEDS = {
     "salun": ("random_label_loss",),
@@ -54,7 +58,8 @@ class UnlearningCallback(Callback):
             (``beta L_r - (1 - beta) L_f``), ``graddiff`` (``L_r - L_f``), ``l1_sparse`` (retain CE +
             ``gamma_t ||theta||_1``), ``salun`` (saliency-masked random-label forgetting), ``scrub``, and for
             language models ``rmu`` (``mse(z_f, c u) + alpha mse(z_r, z_r(w_bar))``) or ``rmu_uam`` (see
-            ``lm_mode``).
+            ``lm_mode``); ``retrain`` is the exact oracle as the result (the module takes the Retrain weights and
+            the unlearning steps only log the retain loss).
         rho: UAM perturbation radius.
         gamma: strength of the ``[I - gamma P_f]`` projection of the retain gradient.
         projection: ``always`` (default), ``conflict_only`` (only when ``<g_r, g_f> > 0``) or ``none`` (the public
@@ -197,13 +202,19 @@ class UnlearningCallback(Callback):
             pl_module.load_state_dict(self._train_phase(trainer, pl_module, "original", original_epochs))
         elif getattr(pl_module.hparams, "pretrained", None) is None:
             warnings.warn(f"{who}: no pretrained weights and original_epochs=0: unlearning a random network")
+        if hasattr(dm, "attach_original"):  # a forget set the original model defines (xrlhf's explanations)
+            dm.attach_original(pl_module)
         self.before = {f"original/{k}": v for k, v in pl_module.unlearning_metrics(dm).items()}
-        if self.oracle:
+        if self.oracle or self.strategy == "retrain":
             epochs = self.original_epochs if self.retrain_epochs is None else self.retrain_epochs
             epochs = min(epochs, 1) if trainer.fast_dev_run else epochs
             oracle = self._fresh(pl_module)
-            oracle.load_state_dict(self._train_phase(trainer, pl_module, "retrain", epochs))
-            self.oracle_metrics = oracle.unlearning_metrics(dm)
+            oracle_state = self._train_phase(trainer, pl_module, "retrain", epochs)
+            oracle.load_state_dict(oracle_state)
+            if self.oracle:
+                self.oracle_metrics = oracle.unlearning_metrics(dm)
+            if self.strategy == "retrain":  # the exact oracle is the unlearned model
+                pl_module.load_state_dict(oracle_state)
         self._prepare_strategy(trainer, pl_module)
 
     def _fresh(self, module: LightningModule) -> LightningModule:
@@ -329,6 +340,10 @@ class UnlearningCallback(Callback):
                 loss = self._rmu_step(module, opt, forget, retain, logs)
             case "rmu_uam":
                 loss = self._rmu_uam_step(module, opt, forget, retain, logs)
+            case "retrain":  # the weights are the oracle's already: no step
+                with torch.no_grad():
+                    loss = module.retain_loss(retain)
+                logs["retain_loss"] = loss
             case _:
                 loss = self._loss_step(module, opt, forget, retain, logs)
         self.step_count += 1

@@ -8,7 +8,10 @@ is the forget set; the rest is retained. Phases for ``callbacks.unlearning.Unlea
 
 - ``original``: every comparison, one full batch per step (``steps_per_epoch`` steps per epoch);
 - ``retrain``: the retained comparisons only (the exact oracle);
-- ``unlearn``: ``{"forget": Δφ[S_all], "retain": Δφ[D∖S_all]}`` full batches.
+- ``unlearn``: ``{"forget": Δφ[S_all], "retain": Δφ[D∖S_all]}`` full batches (``unlearn_mode: rm``), or with
+  ``unlearn_mode: policy_pairs`` (the authors' public code) ``{"forget": φ(x̄, y_sft) − φ(x̄, y_rl)`` over the
+  unsatisfactory items, ``"retain": φ(x, y_rl) − φ(x, y_sft)`` over the satisfactory prompts whose RLHF response
+  differs from the SFT one``}``.
 
 Batches are 1-tuples ``(Δφ,)`` of float64 tensors (winner − loser): the RM is tiny, and float64 makes the
 Lightning fits match the numpy fit the explanations used (to 1e-10).
@@ -16,6 +19,7 @@ Lightning fits match the numpy fit the explanations used (to 1e-10).
 
 from __future__ import annotations
 
+import time
 from typing import Any, Literal
 
 import numpy as np
@@ -27,6 +31,7 @@ from datamodules.unlearning import Phase, PhasedDataModule
 
 Selector = Literal["convex", "knn", "random", "tracin", "representer", "planted", "random_set"]
 Target = Literal["phi", "phi_minus_sft"]
+UnlearnMode = Literal["rm", "policy_pairs"]
 
 
 class _Repeated(Dataset):
@@ -56,6 +61,8 @@ class PreferenceDataModule(PhasedDataModule):
             size: the card's removal baseline) or ``planted`` (the ground-truth oracle).
         k_cand: candidates per growth step of the convex selector.
         tau: relative-residual target of the convex selector.
+        pca_dim: project ``φ`` onto the top-k principal components of ``{Δφ_i}`` before the convex selection
+            (None: the full space).
         target: ``phi`` (``φ(x̄, ȳ)``, the paper) or ``phi_minus_sft`` (``φ(x̄, ȳ) − φ(x̄, y_sft)``, ours).
         beta: KL coefficient of the closed-form policy.
         rm_l2: L2 of the BT fit.
@@ -63,29 +70,38 @@ class PreferenceDataModule(PhasedDataModule):
         rm_steps: full-batch steps of the BT fit (= ``steps_per_epoch`` of the original recipe).
         steps_per_epoch: full-batch steps per training epoch.
         max_items: explain only the first N unsatisfactory items (None: all); the win rates still cover every prompt.
+        unlearn_mode: ``rm`` (unlearn ``S_all`` in the reward model) or ``policy_pairs`` (DPO on the unlearn/retain
+            pairs of the public code; see the module docstring).
         phase: which training set ``train_dataloader`` serves.
     """
 
     def __init__(self, path: str | None = None, seed: int = 0, n_train: int = 2000, n_test: int = 1000,
                  corrupt_threshold: float = 1.0, selector: Selector = "convex", k_cand: int = 100, tau: float = 0.05,
-                 target: Target = "phi", beta: float = 0.1, rm_l2: float = 1e-3, rm_lr: float = 0.5,
-                 rm_steps: int = 4000, steps_per_epoch: int = 200, max_items: int | None = None,
-                 phase: Phase = "unlearn") -> None:  # fmt: skip
+                 pca_dim: int | None = None, target: Target = "phi", beta: float = 0.1, rm_l2: float = 1e-3,
+                 rm_lr: float = 0.5, rm_steps: int = 4000, steps_per_epoch: int = 200, max_items: int | None = None,
+                 unlearn_mode: UnlearnMode = "rm", phase: Phase = "unlearn") -> None:  # fmt: skip
         super().__init__()
         if selector not in ("convex", "knn", "random", "tracin", "representer", "planted", "random_set"):
             raise ValueError(f"--data.init_args.selector={selector!r}: expected convex, knn, random, tracin, "
                              f"representer, planted or random_set")  # fmt: skip
         if target not in ("phi", "phi_minus_sft"):
             raise ValueError(f"--data.init_args.target={target!r}: expected phi or phi_minus_sft")
+        if unlearn_mode not in ("rm", "policy_pairs"):
+            raise ValueError(f"--data.init_args.unlearn_mode={unlearn_mode!r}: expected rm or policy_pairs")
+        if pca_dim is not None and pca_dim < 1:
+            raise ValueError(f"--data.init_args.pca_dim={pca_dim}: expected None or >= 1")
         if phase not in ("original", "retrain", "unlearn"):
             raise ValueError(f"--data.init_args.phase={phase!r}: expected original, retrain or unlearn")
         if beta <= 0 or steps_per_epoch < 1 or rm_steps < 1:
             raise ValueError("--data.init_args.beta must be > 0 and steps_per_epoch, rm_steps >= 1")
         self.save_hyperparameters()
         self.path, self.seed, self.selector, self.phase = path, seed, selector, phase
+        self.unlearn_mode = unlearn_mode
         self.steps_per_epoch = steps_per_epoch
         self._ready = False
         self.input_dim = self._peek_dim()
+        if pca_dim is not None and pca_dim > self.input_dim:
+            raise ValueError(f"--data.init_args.pca_dim={pca_dim} exceeds the feature dimension {self.input_dim}")
 
     def _peek_dim(self) -> int:
         if self.path is None:
@@ -128,7 +144,9 @@ class PreferenceDataModule(PhasedDataModule):
         self.targets = test_phi[self.items, rl[self.items]]
         if hp.target == "phi_minus_sft":
             self.targets = self.targets - test_phi[self.items, sft[self.items]]
+        start = time.perf_counter()
         self.explanations = self._explain(theta)
+        self.explain_seconds = time.perf_counter() - start
         self.forget_idx = np.unique(np.concatenate([e["indices"] for e in self.explanations])) if self.explanations \
             else np.zeros(0, dtype=int)  # fmt: skip
         if self.selector == "random_set":  # one uniform set as large as the convex union (no per-item provenance)
@@ -148,7 +166,7 @@ class PreferenceDataModule(PhasedDataModule):
             if self.corrupted is None:
                 raise ValueError(f"{self.path}: selector=planted needs the 'corrupted' ground truth in the npz")
             return [{"item": -1, "indices": np.flatnonzero(self.corrupted), "alpha": None}]
-        explainer = ConvexExplainer(k_cand=hp.k_cand, tau=hp.tau).fit(self.delta_phi)
+        explainer = ConvexExplainer(k_cand=hp.k_cand, tau=hp.tau, pca_dim=hp.pca_dim).fit(self.delta_phi)
         rng = np.random.default_rng(self.seed + 7919)
         out = []
         for item, target in zip(self.items, self.targets, strict=True):
@@ -186,7 +204,29 @@ class PreferenceDataModule(PhasedDataModule):
             return self._repeat(self._tensor(self.retain_mask))
         if len(self.forget_idx) == 0:
             raise ValueError("PreferenceDataModule: no unsatisfactory test pair, so the forget set is empty")
+        if self.unlearn_mode == "policy_pairs":
+            unlearn, retain = self.policy_pairs()
+            as_batch = lambda a: (torch.as_tensor(a, dtype=torch.float64),)  # noqa: E731
+            return self._repeat({"forget": as_batch(unlearn), "retain": as_batch(retain)})
         return self._repeat({"forget": self._tensor(self.forget_idx), "retain": self._tensor(self.retain_mask)})
+
+    def policy_pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """The public code's oriented pairs, ``(unlearn, retain)``.
+
+        Unlearn: ``φ(y_sft) − φ(y_rl)`` on the explained unsatisfactory items; retain: ``φ(y_rl) − φ(y_sft)`` on the
+        satisfactory prompts whose RLHF response is not the SFT one.
+        """
+        self.setup()
+        phi, sft, rl = self.test_phi, self.sft, self.rl
+        unlearn = phi[self.items, sft[self.items]] - phi[self.items, rl[self.items]]
+        keep = np.flatnonzero(~self.unsatisfactory & (rl != sft))
+        return unlearn, phi[keep, rl[keep]] - phi[keep, sft[keep]]
+
+    def satisfactory_phi(self) -> np.ndarray:
+        """``φ(x, y_rl)`` of the satisfactory test prompts (the preservation term's pairs), ``(n_sat, d)``."""
+        self.setup()
+        rows = np.flatnonzero(~self.unsatisfactory)
+        return self.test_phi[rows, self.rl[rows]]
 
     def val_dataloader(self) -> DataLoader:
         """One batch of every comparison (``val/bt_loss``); the unlearning metrics come from the callback."""
@@ -199,8 +239,10 @@ class PreferenceDataModule(PhasedDataModule):
         self.setup()
         info: dict[str, Any] = {
             "source": "npz" if self.path else "world", "seed": self.seed, "selector": self.selector,
+            "unlearn_mode": self.unlearn_mode,
             "n_train": len(self.delta_phi), "n_test": len(self.test_phi), "n_unsatisfactory": len(self.items),
             "n_forget": len(self.forget_idx), "forget_indices": self.forget_idx.tolist(),
+            "explain_seconds": self.explain_seconds,
             "per_item": [{"item": e["item"], "indices": e["indices"].tolist()} for e in self.explanations],
         }  # fmt: skip
         if self.corrupted is not None and self.corrupted.any():

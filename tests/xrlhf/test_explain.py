@@ -150,3 +150,24 @@ def test_gradient_baselines_rank_alike_for_a_linear_head() -> None:
     target = world.test_phi[0, 0]
     assert tracin_select(world.delta_phi, target, theta, 10).tolist() == representer_select(
         world.delta_phi, target, theta, 10).tolist()  # fmt: skip
+
+
+def test_pca_projection_keeps_hull_members_and_bounds_the_set() -> None:
+    """``pca_dim``: comparisons in a 3-D subspace of R^8 keep their hull under the projection onto 3 principal
+    components (same selection and α as without it); the Carathéodory bound becomes k + 1; bad k raise."""  # noqa: D205
+    rng = np.random.default_rng(4)
+    basis = np.linalg.qr(rng.standard_normal((8, 3)))[0]
+    points = rng.standard_normal((60, 3)) @ basis.T
+    target = 0.2 * points[7] + 0.5 * points[11] + 0.3 * points[30]
+    full = ConvexExplainer(k_cand=60).fit(points).explain(target)
+    proj = ConvexExplainer(k_cand=60, pca_dim=3).fit(points).explain(target)
+    assert proj.feasible and full.feasible
+    np.testing.assert_array_equal(np.sort(proj.indices), np.sort(full.indices))
+    np.testing.assert_allclose(proj.alpha[np.argsort(proj.indices)], full.alpha[np.argsort(full.indices)], atol=1e-6)
+    world = make_world(0, n_train=300, n_test=20)
+    small = ConvexExplainer(k_cand=30, tau=0.0, pca_dim=4).fit(world.delta_phi)
+    assert all(len(small.explain(t).indices) <= 5 for t in world.test_phi[:8, 0])
+    with pytest.raises(ValueError, match="pca_dim=30 exceeds the feature dimension 20"):
+        ConvexExplainer(pca_dim=30).fit(world.delta_phi)
+    with pytest.raises(ValueError, match="pca_dim=0"):
+        ConvexExplainer(pca_dim=0)

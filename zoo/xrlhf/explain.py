@@ -61,22 +61,37 @@ class ConvexExplainer:
         max_size: largest |S| (None: ``d + 1``, the Carathéodory bound).
         prune: weights at or below this are dropped from the returned set.
         lam_scale: ``λ = lam_scale · max_i ‖Δφ_i‖``.
+        pca_dim: project ``Δφ`` and every target onto the top-k principal components of ``{Δφ_i}`` first (None: the
+            full space). Convex combinations survive any linear map, so a member of the hull stays one; the
+            Carathéodory bound becomes ``k + 1`` and the residual is measured in the projected space.
     """
 
     def __init__(self, k_cand: int = 100, tau: float = 0.05, max_size: int | None = None, prune: float = 1e-6,
-                 lam_scale: float = 100.0) -> None:  # fmt: skip
+                 lam_scale: float = 100.0, pca_dim: int | None = None) -> None:  # fmt: skip
         if k_cand < 1:
             raise ValueError(f"k_cand={k_cand} must be >= 1")
+        if pca_dim is not None and pca_dim < 1:
+            raise ValueError(f"pca_dim={pca_dim} must be None or >= 1")
         if tau < 0:
             raise ValueError(f"tau={tau} must be >= 0")
         self.k_cand, self.tau, self.max_size, self.prune, self.lam_scale = k_cand, tau, max_size, prune, lam_scale
+        self.pca_dim = pca_dim
         self.delta_phi: np.ndarray | None = None
+        #: ``(d, k)`` orthonormal basis of the projection (None without ``pca_dim``).
+        self.basis: np.ndarray | None = None
 
     def fit(self, delta_phi: np.ndarray) -> ConvexExplainer:
         """Store the training comparisons ``Δφ`` (``(n, d)``, winner − loser)."""
         delta_phi = np.asarray(delta_phi, dtype=np.float64)
         if delta_phi.ndim != 2 or len(delta_phi) == 0:
             raise ValueError(f"delta_phi: expected a non-empty (n, d) array, found shape {delta_phi.shape}")
+        self.dim = delta_phi.shape[1]
+        if self.pca_dim is not None:
+            if self.pca_dim > self.dim:
+                raise ValueError(f"pca_dim={self.pca_dim} exceeds the feature dimension {self.dim}")
+            _, _, vt = np.linalg.svd(delta_phi - delta_phi.mean(axis=0), full_matrices=False)
+            self.basis = vt[: self.pca_dim].T
+            delta_phi = delta_phi @ self.basis
         self.delta_phi = delta_phi
         self.lam = self.lam_scale * float(np.linalg.norm(delta_phi, axis=1).max())
         return self
@@ -87,8 +102,10 @@ class ConvexExplainer:
             raise RuntimeError("ConvexExplainer.explain before fit")
         points = self.delta_phi
         target = np.asarray(target, dtype=np.float64)
-        if target.shape != (points.shape[1],):
-            raise ValueError(f"target: expected shape ({points.shape[1]},), found {target.shape}")
+        if target.shape != (self.dim,):
+            raise ValueError(f"target: expected shape ({self.dim},), found {target.shape}")
+        if self.basis is not None:
+            target = target @ self.basis
         norm = float(np.linalg.norm(target))
         bound = self.tau * norm
         max_size = min(self.max_size or points.shape[1] + 1, len(points))

@@ -30,6 +30,20 @@ def bt_loss(model: nn.Module, delta_phi: Tensor) -> Tensor:
     return F.softplus(-model(delta_phi)).mean()
 
 
+def dpo_pair_loss(model: nn.Module, delta_phi: Tensor, theta_ref: Tensor, scale: float) -> Tensor:
+    """DPO on oriented pairs for the policy ``π_w(y|x) ∝ π_sft(y|x)·exp(wᵀφ/β)`` against ``π_ref = π_{θ_ref}``.
+
+    ``log π_w(y) − log π_ref(y) = (w − θ_ref)ᵀφ/β − log(Z_w/Z_ref)``; the normalisers cancel within a prompt, so
+    ``−log σ(β_dpo·[Δ log-ratio]) = softplus(−(β_dpo/β)·Δφᵀ(w − θ_ref))`` with ``scale = β_dpo/β``.
+    """
+    return F.softplus(-scale * (model(delta_phi) - delta_phi @ theta_ref)).mean()
+
+
+def keep_penalty(model: nn.Module, phi_keep: Tensor, reward_ref: Tensor) -> Tensor:
+    """The card's preservation term ``mean (r_θ(φ) − r_θ0(φ))²`` over the satisfactory ``(x, y_rl)`` pairs."""
+    return (model(phi_keep) - reward_ref).pow(2).mean()
+
+
 def closed_form_choice(test_phi: Tensor, sft_logits: Tensor, model: nn.Module, beta: float) -> Tensor:
     """Mode of the KL-regularised optimum ``π ∝ π_sft·exp(r̂/β)``: ``argmax_y [s + r̂/β]`` per test prompt."""
     with torch.no_grad():

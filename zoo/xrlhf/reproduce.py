@@ -1,11 +1,12 @@
 """`zoo reproduce xrlhf`: the card's claims 1-4 on the synthetic preference world, at CPU (numpy) scale.
 
 Per seed, ``configs/xrlhf/default.yaml`` runs through the zoo CLI with the selector and the unlearning strategy
-swapped: convex + NegGrad+ (the method), convex + finetune, k-NN, TracIn, one random set of the convex union's size,
-and the planted pairs (the ground-truth oracle). Each run's ``UnlearningCallback`` also trains the retrain oracle on
-D∖S_all, so "retrain without the selected set" is read off every run. Medians over seeds {0, 1, 2}. ``--quick``
-keeps the three seeds the claims are defined over (``QUICK_SEEDS``) and drops the two info-only arms (TracIn,
-convex + finetune). Jobs run in 2 processes.
+swapped: convex + NegGrad+ (the method), convex + finetune, convex + UAM (ρ 0.1, no projection), the public code's
+policy-pairs DPO, k-NN, TracIn (= representer points for a linear head), per-item random selection, one random set of
+the convex union's size, and the planted pairs (the ground-truth oracle). Each run's ``UnlearningCallback`` also
+trains the retrain oracle on D∖S_all, so "retrain without the selected set" is read off every run. Medians over
+seeds {0, 1, 2}. ``--quick`` keeps the three seeds the claims are defined over (``QUICK_SEEDS``) and drops the
+info-only arms (``INFO_ARMS``). Jobs run in 2 processes.
 """
 
 from __future__ import annotations
@@ -19,22 +20,28 @@ from typing import Any
 from zoo.core.reproduce import Claim, Progress, Report, parallel_map, save_figure
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "xrlhf" / "default.yaml"
-#: arm -> (selector, strategy).
-ARMS: dict[str, tuple[str, str]] = {
-    "convex": ("convex", "neggrad_plus"),
-    "convex finetune": ("convex", "finetune"),
-    "knn": ("knn", "neggrad_plus"),
-    "tracin": ("tracin", "neggrad_plus"),
-    "random set": ("random_set", "neggrad_plus"),
-    "planted": ("planted", "neggrad_plus"),
-}
+#: arm -> (selector, unlearning, extra CLI overrides).
+ARMS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "convex": ("convex", "neggrad_plus", ()),
+    "convex finetune": ("convex", "finetune", ("--trainer.callbacks.init_args.strategy=finetune",)),
+    "convex uam": ("convex", "uam ρ 0.1", ("--trainer.callbacks.init_args.strategy=uam",
+                                          "--trainer.callbacks.init_args.rho=0.1",
+                                          "--trainer.callbacks.init_args.projection=none")),
+    "policy pairs": ("convex", "DPO β 0.5 (code)", ("--data.init_args.unlearn_mode=policy_pairs",
+                                                    "--trainer.callbacks.init_args.beta=0.5")),
+    "knn": ("knn", "neggrad_plus", ()),
+    "tracin": ("tracin", "neggrad_plus", ()),
+    "random": ("random", "neggrad_plus", ()),
+    "random set": ("random_set", "neggrad_plus", ()),
+    "planted": ("planted", "neggrad_plus", ()),
+}  # fmt: skip
 QUIET = [
     "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.enable_progress_bar=false",
     "--trainer.enable_model_summary=false", "--trainer.logger=false", "--trainer.enable_checkpointing=false",
     "--threads=1",
 ]  # fmt: skip
 #: Arms only reported (no asserted claim reads them): left out of ``--quick``.
-INFO_ARMS = ("convex finetune", "tracin")
+INFO_ARMS = ("convex finetune", "convex uam", "policy pairs", "tracin", "random")
 #: ``--quick`` keeps the seeds: every claim is a median over three seeds (the card).
 QUICK_SEEDS = 3
 WIN_U, WIN_S = "win_unsatisfactory_higher_is_better", "win_satisfactory_higher_is_better"
@@ -55,11 +62,11 @@ def run_job(job: tuple[str, int]) -> dict[str, Any]:
     logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore")
     arm, seed = job
-    selector, strategy = ARMS[arm]
+    selector, _, extra = ARMS[arm]
     with tempfile.TemporaryDirectory() as tmp:
         cli = main(["-c", str(CONFIG), *QUIET, f"--trainer.default_root_dir={tmp}", f"--seed_everything={seed}",
-                    f"--data.init_args.seed={seed}", f"--data.init_args.selector={selector}",
-                    f"--trainer.callbacks.init_args.strategy={strategy}"], run=False)  # fmt: skip
+                    f"--data.init_args.seed={seed}", f"--data.init_args.selector={selector}", *extra],
+                   run=False)  # fmt: skip
         start = time.time()
         cli.trainer.fit(cli.model, datamodule=cli.datamodule)
         seconds = time.time() - start
@@ -107,6 +114,18 @@ def run(seeds: tuple[int, ...], quick: bool, out: Path, progress: Callable[[str]
         Claim("info: retrain w/o all planted pairs: unsatisfactory fixed", oracle_u["planted"], ">=", 0.7,
               asserted=False),
     ]  # fmt: skip
+    if "random" in arms:
+        claims.append(Claim("info: per-item precision random / base rate", precision["random"] / base, "<=", 2.0,
+                            asserted=False))  # fmt: skip
+    if "convex uam" in arms:
+        claims.append(Claim("info: UAM ρ 0.1 (no projection): unsatisfactory fixed (pilot 0.69-0.81)",
+                            final_u["convex uam"], ">=", 0.55, asserted=False))  # fmt: skip
+    if "policy pairs" in arms:
+        claims.append(Claim("info: policy-pairs DPO (in-sample): satisfactory kept", final_s["policy pairs"], ">=",
+                            0.93, f"unsatisfactory fixed {final_u['policy pairs']:.3f}", asserted=False))  # fmt: skip
+    items_per_s = med("convex", lambda r: r["split"]["n_unsatisfactory"] / r["split"]["explain_seconds"])
+    claims.append(Claim("info: convex selection items/s (card: 100 items in <= 60 s)", items_per_s, ">=", 100 / 60,
+                        asserted=False))  # fmt: skip
     rows = [{"arm": arm, "selector": ARMS[arm][0], "strategy": ARMS[arm][1], "union_recall": recall[arm],
              "precision": precision[arm], "retrain_fixed": oracle_u[arm], "retrain_kept": oracle_s[arm],
              "unlearn_fixed": final_u[arm], "unlearn_kept": final_s[arm],
@@ -114,6 +133,7 @@ def run(seeds: tuple[int, ...], quick: bool, out: Path, progress: Callable[[str]
     sizes = [s for r in results if r["arm"] == "convex" for s in r["sizes"]]
     keys = ("arm", "seed", "seconds", "split", "oracle", "final")
     metrics = {"rows": rows, "base_rate": base, "median_convex_size": statistics.median(sizes) if sizes else 0,
+               "convex_items_per_s": items_per_s,
                "runs": [{k: r[k] for k in keys} for r in results]}  # fmt: skip
     return Report(claims=claims, metrics=metrics, table=_table(rows), plots=[_plot(rows, out)])
 
