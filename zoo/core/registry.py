@@ -53,7 +53,7 @@ METHODS: dict[str, dict[str, str]] = {
         "module": "zoo.xrlhf.module.XRLHFModule",
         "datamodule": "datamodules.preferences.PreferenceDataModule",
         "paper": "Improving RLHF by Explaining Unsatisfactory Responses and Unlearning their Causes (NeurIPS 2025)",
-        "status": "in progress",  # issue #8
+        "status": "done",  # issue #8: reproduce 9/9 (3 seeds); test 4 read along the unlearning path
         "config": "configs/xrlhf/default.yaml",
     },
 }
@@ -87,4 +87,6 @@ CLASSES: dict[str, str] = {
     "MoECAPCallback": "callbacks.moe_cap.MoECAPCallback",
     "XRLHFModule": "zoo.xrlhf.module.XRLHFModule",
     "PreferenceDataModule": "datamodules.preferences.PreferenceDataModule",
+    "XRLHFLMModule": "zoo.xrlhf.module.XRLHFLMModule",
+    "PreferenceLMDataModule": "datamodules.preference_lm.PreferenceLMDataModule",
 }

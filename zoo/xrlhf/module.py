@@ -16,6 +16,12 @@ Two unlearning modes (the datamodule's ``unlearn_mode``, card "Where description
   the "retain" pairs (satisfactory RLHF response ≻ SFT response). ``forget_loss`` is minus the DPO loss of the unlearn
   pairs, so NegGrad+ (``β L_r − (1 − β) L_f``) trains ``β·DPO_retain + (1 − β)·DPO_unlearn``: the code's step 4.
 
+``XRLHFLMModule`` is the card's optional tiny-LM path (smoke-tested only): a random-init 2-layer GPT-2 encoder whose
+final-token hidden state is ``φ(x, y)``, with a bias-free linear head, trained with Bradley-Terry on token pairs from
+``datamodules.preference_lm.PreferenceLMDataModule``; the datamodule explains the original RM's unsatisfactory
+responses in ``attach_original`` (called by the callback), and the policy over each test prompt's finite candidate set
+is re-tuned in closed form or by ReMax (``policy_update``).
+
 Example:
     >>> from zoo.xrlhf.module import XRLHFModule
     >>> module = XRLHFModule(input_dim=20)
@@ -149,3 +155,162 @@ class XRLHFModule(UnlearnableModule):
             "win_vs_rlhf_higher_is_better": rate(wins_rl, np.ones_like(unsat)),
             "reward_on_unsatisfactory_lower_is_better": reward_on_targets,
         }
+
+
+PolicyUpdate = Literal["closed_form", "remax"]
+
+
+class XRLHFLMModule(UnlearnableModule):
+    """GPT-2 BT reward model with the unlearning protocol (card ``xrlhf``, "Optional tiny-LM path").
+
+    Args:
+        vocab_size: tokenizer size (linked from the datamodule).
+        n_layer: GPT-2 blocks (the card: 2).
+        n_embd: hidden size, the feature dimension (the card: 64).
+        n_head: attention heads (the card: 4).
+        n_positions: longest sequence (at least the datamodule's ``max_length``).
+        model_seed: initialisation seed of the encoder and the head.
+        original_lr: AdamW learning rate of the original and retrain recipes.
+        original_weight_decay: AdamW weight decay of the original and retrain recipes.
+        lr: AdamW learning rate of the unlearning steps.
+        weight_decay: AdamW weight decay of the unlearning steps.
+        beta: KL coefficient of the closed-form policy re-tune.
+        policy_update: ``closed_form`` (``argmax_y [s + r̂/β]``) or ``remax`` (``zoo.xrlhf.lm.remax_update``).
+        remax_init: the previous policy ReMax starts from and is KL-regularised to: ``sft`` (re-running RLHF with the
+            corrected RM; the optimum is the closed form when ``remax_kl = beta``) or ``rlhf`` (fine-tuning the
+            deployed policy ``s + r̂_original/β``, nearly deterministic at β = 0.1, so samples rarely explore).
+        remax_steps: ReMax ascent steps per evaluation.
+        remax_lr: ReMax step size on the logits.
+        remax_samples: sampled candidates per prompt and step.
+        remax_kl: ReMax KL coefficient ``κ``.
+        remax_seed: seed of the ReMax samples (every evaluation uses the same stream).
+        eval_batch_size: rows per forward when scoring the test candidates.
+        pretrained: weights to start from; None lets the callback train the original.
+    """
+
+    monitor: ClassVar[str] = "val/bt_loss"
+    mode: ClassVar[Literal["min", "max"]] = "min"
+    name: ClassVar[str] = "xrlhf_lm"
+    gap_metrics: ClassVar[tuple[str, ...]] = ("win_unsatisfactory_higher_is_better",
+                                              "win_satisfactory_higher_is_better")  # fmt: skip
+    unlearning_only_hparams: ClassVar[tuple[str, ...]] = (
+        "lr", "weight_decay", "beta", "policy_update", "remax_init", "remax_steps", "remax_lr", "remax_samples",
+        "remax_kl", "remax_seed", "eval_batch_size",
+    )  # fmt: skip
+
+    def __init__(self, vocab_size: int = 64, n_layer: int = 2, n_embd: int = 64, n_head: int = 4,
+                 n_positions: int = 64, model_seed: int = 0, original_lr: float = 3e-3,
+                 original_weight_decay: float = 0.0, lr: float = 3e-4, weight_decay: float = 0.0, beta: float = 0.1,
+                 policy_update: PolicyUpdate = "closed_form", remax_init: Literal["sft", "rlhf"] = "sft",
+                 remax_steps: int = 200, remax_lr: float = 0.5, remax_samples: int = 8, remax_kl: float = 0.1,
+                 remax_seed: int = 0, eval_batch_size: int = 512, pretrained: str | None = None) -> None:  # fmt: skip
+        if vocab_size < 5:
+            raise ValueError(f"--model.init_args.vocab_size={vocab_size} must be >= 5 (4 special tokens + words)")
+        if n_embd % n_head:
+            raise ValueError(f"--model.init_args.n_embd={n_embd} is not divisible by n_head={n_head}")
+        if beta <= 0 or remax_kl < 0:
+            raise ValueError(f"--model.init_args.beta={beta} must be > 0 and remax_kl={remax_kl} >= 0")
+        if policy_update not in ("closed_form", "remax"):
+            raise ValueError(f"--model.init_args.policy_update={policy_update!r}: expected closed_form or remax")
+        if remax_init not in ("sft", "rlhf"):
+            raise ValueError(f"--model.init_args.remax_init={remax_init!r}: expected sft or rlhf")
+        if min(remax_steps, remax_samples, eval_batch_size) < 1:
+            raise ValueError("--model.init_args.remax_steps, remax_samples and eval_batch_size must be >= 1")
+        self.vocab_size, self.n_layer, self.n_embd, self.n_head = vocab_size, n_layer, n_embd, n_head
+        self.n_positions, self.model_seed = n_positions, model_seed
+        self.original_lr, self.original_weight_decay, self.beta = original_lr, original_weight_decay, beta
+        self.policy_update, self.remax_init, self.remax_steps, self.remax_lr = (policy_update, remax_init,
+                                                                                remax_steps, remax_lr)  # fmt: skip
+        self.remax_samples, self.remax_kl, self.remax_seed = remax_samples, remax_kl, remax_seed
+        self.eval_batch_size = eval_batch_size
+        super().__init__(lr=lr, weight_decay=weight_decay, pretrained=pretrained)
+
+    def configure_models(self) -> None:
+        """The random-init GPT-2 reward model."""
+        from zoo.xrlhf.lm import GPT2RewardModel
+
+        self.model = GPT2RewardModel(self.vocab_size, n_layer=self.n_layer, n_embd=self.n_embd, n_head=self.n_head,
+                                     n_positions=self.n_positions, seed=self.model_seed)  # fmt: skip
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        """AdamW: the unlearning recipe under the callback, else the original recipe."""
+        params = [p for p in self.parameters() if p.requires_grad]
+        if self.unlearning is not None:
+            return torch.optim.AdamW(params, lr=self.lr, weight_decay=self.weight_decay)
+        return torch.optim.AdamW(params, lr=self.original_lr, weight_decay=self.original_weight_decay)
+
+    def forward(self, ids: Tensor, mask: Tensor) -> Tensor:
+        """Rewards of right-padded sequences ``prompt <sep> response <eos>``, ``(B,)``."""
+        return self.model(ids, mask)
+
+    def bt_loss(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
+        """``(mean −log σ(r(chosen) − r(rejected)), pair accuracy)`` of a pair batch."""
+        from zoo.xrlhf.lm import bt_loss, pair_rewards
+
+        r_chosen, r_rejected = pair_rewards(self.model, batch)
+        return bt_loss(r_chosen, r_rejected), (r_chosen > r_rejected).float().mean().detach()
+
+    def compute_loss(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+        """BT loss of a pair batch (the original and retrain recipes); pair accuracy logged alongside."""
+        loss, acc = self.bt_loss(batch)
+        return {"loss": loss, "pair_acc": acc}
+
+    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:  # noqa: D102
+        loss, acc = self.bt_loss(batch)
+        size = len(batch["chosen_ids"])
+        self.log("val/bt_loss", loss, batch_size=size)
+        self.log("val/pair_acc", acc, batch_size=size)
+
+    def forget_loss(self, batch: dict[str, Tensor]) -> Tensor:
+        """BT loss on the forget pairs (NegGrad+ ascends it)."""
+        return self.bt_loss(batch)[0]
+
+    def retain_loss(self, batch: dict[str, Tensor]) -> Tensor:
+        """BT loss on the retained pairs."""
+        return self.bt_loss(batch)[0]
+
+    # -- metrics ---------------------------------------------------------------------------------------------------
+    def candidate_rewards(self, datamodule: Any) -> np.ndarray:
+        """``r̂`` of every test candidate with the current RM, ``(m, M)`` float64."""
+        from zoo.xrlhf.lm import score
+
+        _, rewards = score(self.model, datamodule.test_ids, datamodule.test_mask, self.eval_batch_size)
+        return rewards.double().numpy().reshape(datamodule.sft_logits.shape)
+
+    def retune_policy(self, rewards: np.ndarray, datamodule: Any) -> np.ndarray:
+        """The re-tuned policy's response per test prompt (closed form, or ReMax from the previous policy)."""
+        from zoo.xrlhf.lm import remax_update
+
+        if self.policy_update == "closed_form":
+            return np.argmax(datamodule.sft_logits + rewards / self.beta, axis=1)
+        start = datamodule.sft_logits if self.remax_init == "sft" else datamodule.rl_logits
+        logits = remax_update(torch.as_tensor(start), torch.as_tensor(rewards), kl_coef=self.remax_kl,
+                              lr=self.remax_lr, steps=self.remax_steps, num_samples=self.remax_samples,
+                              generator=torch.Generator().manual_seed(self.remax_seed))  # fmt: skip
+        return logits.argmax(dim=1).numpy()
+
+    def unlearning_metrics(self, datamodule: Any) -> dict[str, float]:
+        """Policy re-tune, then win rates (``r_eval(y_new) ≥ r_eval(y_sft)``, ties win) per subset, and vs RLHF."""
+        if not getattr(datamodule, "attached", False):
+            raise RuntimeError("XRLHFLMModule.unlearning_metrics: the datamodule has no unsatisfactory split yet; "
+                               "call datamodule.attach_original(module) first")  # fmt: skip
+        rewards = self.candidate_rewards(datamodule)
+        new = self.retune_policy(rewards, datamodule)
+        rows = np.arange(len(new))
+        r = datamodule.r_eval
+        wins_sft = r[rows, new] >= r[rows, datamodule.sft]
+        wins_rl = r[rows, new] >= r[rows, datamodule.rl]
+        unsat = datamodule.unsatisfactory
+        items = datamodule.items
+        centred = rewards - rewards.mean(axis=1, keepdims=True)  # BT and the policy ignore per-prompt shifts
+
+        def rate(values: np.ndarray, mask: np.ndarray) -> float:
+            return float(values[mask].mean()) if mask.any() else float("nan")
+
+        return {
+            "win_unsatisfactory_higher_is_better": rate(wins_sft, unsat),
+            "win_satisfactory_higher_is_better": rate(wins_sft, ~unsat),
+            "win_vs_rlhf_higher_is_better": rate(wins_rl, np.ones_like(unsat)),
+            "reward_on_unsatisfactory_lower_is_better": float(centred[items, datamodule.rl[items]].mean())
+            if len(items) else float("nan"),
+        }  # fmt: skip

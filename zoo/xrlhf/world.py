@@ -33,6 +33,12 @@ class PreferenceWorld:
         test_phi: ``(n_test, M, d)`` candidate features of the test prompts.
         sft_logits: ``(n_test, M)``.
         theta_star: ``(d,)`` gold reward weights.
+        prompts: ``(n_train, 4)`` raw training prompts ``x`` (the tiny-LM path renders them as tokens).
+        attrs: ``(n_train, M, 4)`` raw candidate attributes ``(help, harm, verbosity, style)``, before centring.
+        pairs: ``(n_train, 2)`` candidate indices of each training comparison.
+        first_wins: ``(n_train,)`` bool, whether ``pairs[:, 0]`` is the winner (``delta_phi`` = winner − loser).
+        test_prompts: ``(n_test, 4)`` raw test prompts.
+        test_attrs: ``(n_test, M, 4)`` raw attributes of the test candidates.
     """
 
     delta_phi: np.ndarray
@@ -40,6 +46,22 @@ class PreferenceWorld:
     test_phi: np.ndarray
     sft_logits: np.ndarray
     theta_star: np.ndarray
+    prompts: np.ndarray | None = None
+    attrs: np.ndarray | None = None
+    pairs: np.ndarray | None = None
+    first_wins: np.ndarray | None = None
+    test_prompts: np.ndarray | None = None
+    test_attrs: np.ndarray | None = None
+
+    @property
+    def winners(self) -> np.ndarray:
+        """Candidate index of each comparison's winner, ``(n_train,)``."""
+        return np.where(self.first_wins, self.pairs[:, 0], self.pairs[:, 1])
+
+    @property
+    def losers(self) -> np.ndarray:
+        """Candidate index of each comparison's loser, ``(n_train,)``."""
+        return np.where(self.first_wins, self.pairs[:, 1], self.pairs[:, 0])
 
     @property
     def r_star(self) -> np.ndarray:
@@ -49,12 +71,17 @@ class PreferenceWorld:
 
 def _features(rng: np.random.Generator, prompts: np.ndarray) -> np.ndarray:
     """Centred features ``(n, M, d)`` of M fresh candidates per prompt."""
+    return _features_and_attrs(rng, prompts)[0]
+
+
+def _features_and_attrs(rng: np.random.Generator, prompts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Centred features ``(n, M, d)`` of M fresh candidates per prompt, and their raw attributes ``(n, M, 4)``."""
     n = len(prompts)
     attrs = np.stack([rng.uniform(size=(n, N_CAND)), rng.binomial(1, 0.25, size=(n, N_CAND)),
                       rng.uniform(size=(n, N_CAND)), rng.binomial(1, 0.5, size=(n, N_CAND))], axis=-1)  # fmt: skip
     cross = (prompts[:, None, :, None] * attrs[:, :, None, :]).reshape(n, N_CAND, PROMPT_DIM * N_ATTR)
     psi = np.concatenate([attrs, cross], axis=-1).astype(np.float64)
-    return psi - psi.mean(axis=1, keepdims=True)
+    return psi - psi.mean(axis=1, keepdims=True), attrs.astype(np.float64)
 
 
 def make_world(seed: int = 0, n_train: int = 2000, n_test: int = 1000, corrupt_threshold: float = 1.0,
@@ -64,7 +91,7 @@ def make_world(seed: int = 0, n_train: int = 2000, n_test: int = 1000, corrupt_t
     theta = np.zeros(FEATURE_DIM)
     theta[:N_ATTR] = THETA_STAR_ATTR
     prompts = rng.standard_normal((n_train, PROMPT_DIM))
-    phi = _features(rng, prompts)
+    phi, attrs = _features_and_attrs(rng, prompts)
     harm = phi[:, :, 1]  # centred; within a prompt the harmful candidates have the larger value
     pairs = np.stack([rng.choice(N_CAND, size=2, replace=False) for _ in range(n_train)])
     u = rng.uniform(size=n_train)
@@ -79,9 +106,11 @@ def make_world(seed: int = 0, n_train: int = 2000, n_test: int = 1000, corrupt_t
     i_wins = np.where(corrupted, harm_i, u < p_i)
     delta = np.where(i_wins[:, None], phi_i - phi_j, phi_j - phi_i)
     test_prompts = rng.standard_normal((n_test, PROMPT_DIM))
-    test_phi = _features(rng, test_prompts)
+    test_phi, test_attrs = _features_and_attrs(rng, test_prompts)
     sft = rng.standard_normal((n_test, N_CAND))
-    return PreferenceWorld(delta_phi=delta, corrupted=corrupted, test_phi=test_phi, sft_logits=sft, theta_star=theta)
+    return PreferenceWorld(delta_phi=delta, corrupted=corrupted, test_phi=test_phi, sft_logits=sft, theta_star=theta,
+                           prompts=prompts, attrs=attrs, pairs=pairs, first_wins=i_wins, test_prompts=test_prompts,
+                           test_attrs=test_attrs)  # fmt: skip
 
 
 def bt_loss(theta: np.ndarray, delta_phi: np.ndarray, l2: float = 1e-3) -> float:
