@@ -108,16 +108,29 @@ def main(args: ArgsType = None, run: bool = True) -> ZooCLI | int | None:
             sys.exit(code)
         return code
     _import_named_classes(argv)
-    return ZooCLI(
-        ZooModule,
-        ZooDataModule,
-        subclass_mode_model=True,
-        subclass_mode_data=True,
-        seed_everything_default=0,
-        auto_configure_optimizers=False,
-        save_config_callback=RunDirSaveConfig,
-        save_config_kwargs={"save_to_log_dir": False, "overwrite": True},
-        parser_kwargs={"version": zoo.__version__},
-        args=args,
-        run=run,
-    )
+    try:
+        return ZooCLI(
+            ZooModule,
+            ZooDataModule,
+            subclass_mode_model=True,
+            subclass_mode_data=True,
+            seed_everything_default=0,
+            auto_configure_optimizers=False,
+            save_config_callback=RunDirSaveConfig,
+            save_config_kwargs={"save_to_log_dir": False, "overwrite": True},
+            parser_kwargs={"version": zoo.__version__},
+            args=args,
+            run=run,
+        )
+    finally:
+        _destroy_process_group()
+
+
+def _destroy_process_group() -> None:
+    """Tear down the process group a ``ddp`` run left behind (Lightning does not): without it, gloo's worker threads
+    are still joinable at interpreter exit and the process aborts with "terminate called without an active
+    exception" (exit -6) after a fit that succeeded, intermittently and on every rank."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
