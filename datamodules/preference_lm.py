@@ -42,6 +42,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, RandomSampler
 
 from datamodules.json_records import read_json_records
+from datamodules.preferences import planted_recall
 from datamodules.unlearning import Phase, PhasedDataModule, batched_loader
 
 Selector = Literal["convex", "knn", "random", "tracin", "representer", "planted", "random_set"]
@@ -418,10 +419,5 @@ class PreferenceLMDataModule(PhasedDataModule):
         feasible = [e["feasible"] for e in self.explanations if "feasible" in e]
         if feasible:
             info["feasible_rate"] = float(np.mean(feasible))
-        if self.corrupted is not None and self.corrupted.any():
-            planted = np.flatnonzero(self.corrupted)
-            info["union_recall"] = float(np.isin(planted, self.forget_idx).mean())
-            per_item = [self.corrupted[e["indices"]].mean() for e in self.explanations if len(e["indices"])]
-            info["precision"] = float(np.mean(per_item)) if per_item else float("nan")
-            info["base_rate"] = float(self.corrupted.mean())
+        info.update(planted_recall(self.corrupted, self.forget_idx, self.explanations))
         return info

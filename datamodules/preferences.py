@@ -245,10 +245,20 @@ class PreferenceDataModule(PhasedDataModule):
             "explain_seconds": self.explain_seconds,
             "per_item": [{"item": e["item"], "indices": e["indices"].tolist()} for e in self.explanations],
         }  # fmt: skip
-        if self.corrupted is not None and self.corrupted.any():
-            planted = np.flatnonzero(self.corrupted)
-            info["union_recall"] = float(np.isin(planted, self.forget_idx).mean())
-            per_item = [self.corrupted[e["indices"]].mean() for e in self.explanations if len(e["indices"])]
-            info["precision"] = float(np.mean(per_item)) if per_item else float("nan")
-            info["base_rate"] = float(self.corrupted.mean())
+        info.update(planted_recall(self.corrupted, self.forget_idx, self.explanations))
         return info
+
+
+def planted_recall(corrupted: np.ndarray | None, forget_idx: np.ndarray, explanations: list[dict]) -> dict[str, float]:
+    """Recall of the planted corrupted pairs in the forget set, mean per-item precision and the base rate.
+
+    Empty when the data carries no corruption flags (a user's file without ``corrupted``).
+    """
+    if corrupted is None or not corrupted.any():
+        return {}
+    per_item = [corrupted[e["indices"]].mean() for e in explanations if len(e["indices"])]
+    return {
+        "union_recall": float(np.isin(np.flatnonzero(corrupted), forget_idx).mean()),
+        "precision": float(np.mean(per_item)) if per_item else float("nan"),
+        "base_rate": float(corrupted.mean()),
+    }

@@ -30,9 +30,8 @@ def world_dm() -> PreferenceDataModule:
     return dm
 
 
-def _unlearn(dm: PreferenceDataModule, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-             strategy: str = "neggrad_plus") -> tuple[XRLHFModule, UnlearningCallback, dict[str, Any]]:  # fmt: skip
-    """One fit with the callback; also returns the original and oracle state dicts it trained."""
+def _record_phases(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """Make the callback hand over the state dict of every phase it trains (original, oracle) into the returned dict."""
     states: dict[str, Any] = {}
     train_phase = unlearning.UnlearningCallback._train_phase
 
@@ -41,6 +40,13 @@ def _unlearn(dm: PreferenceDataModule, tmp_path: Path, monkeypatch: pytest.Monke
         return states[phase]
 
     monkeypatch.setattr(unlearning.UnlearningCallback, "_train_phase", keep)
+    return states
+
+
+def _unlearn(dm: PreferenceDataModule, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+             strategy: str = "neggrad_plus") -> tuple[XRLHFModule, UnlearningCallback, dict[str, Any]]:  # fmt: skip
+    """One fit with the callback; also returns the original and oracle state dicts it trained."""
+    states = _record_phases(monkeypatch)
     module = XRLHFModule(input_dim=dm.input_dim)
     cb = UnlearningCallback(strategy=strategy, beta=0.9, original_epochs=20, retrain_epochs=20, cache=False)
     Trainer(max_epochs=1, callbacks=[cb], default_root_dir=str(tmp_path), **QUIET).fit(module, datamodule=dm)
@@ -98,14 +104,7 @@ def _direction(seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, selec
     drop is never reached), and the final drop, all in units of that std."""  # noqa: D205
     dm = PreferenceDataModule(seed=seed, max_items=1, selector=selector)  # type: ignore[arg-type]
     path = _ThetaPath()
-    states: dict[str, Any] = {}
-    train_phase = unlearning.UnlearningCallback._train_phase
-
-    def keep(self: UnlearningCallback, trainer: Trainer, module: Any, phase: str, epochs: int) -> dict:
-        states[phase] = train_phase(self, trainer, module, phase, epochs)
-        return states[phase]
-
-    monkeypatch.setattr(unlearning.UnlearningCallback, "_train_phase", keep)
+    states = _record_phases(monkeypatch)
     cb = UnlearningCallback(strategy="neggrad_plus", beta=0.9, original_epochs=20, oracle=False, cache=False)
     Trainer(max_epochs=1, callbacks=[cb, path], default_root_dir=str(tmp_path), **QUIET).fit(
         XRLHFModule(input_dim=dm.input_dim), datamodule=dm)  # fmt: skip
