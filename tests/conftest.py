@@ -41,6 +41,25 @@ def installed(dist: str) -> bool:
     return True
 
 
+def reproduce_quick(slug: str, out: Path, claims: dict[str, int], files: tuple[str, ...]) -> dict:
+    """Run ``zoo reproduce <slug> --quick`` into ``out`` and check it: exit code 0, every asserted claim holds, each
+    claim family (name prefix, e.g. ``"C1"``, matched up to the next space) has exactly its count of asserted claims
+    (a dropped claim is caught), and ``files`` are written and non-empty. Returns the JSON report."""
+    import json
+
+    from zoo.core.reproduce import dispatch
+
+    code = dispatch(["reproduce", slug, "--quick", "--out", str(out)])
+    blob = json.loads((out / f"{slug}.json").read_text())
+    asserted = [c for c in blob["claims"] if c["asserted"]]
+    assert code == 0 and all(c["holds"] for c in asserted), [c["name"] for c in asserted if not c["holds"]]
+    for prefix, count in claims.items():
+        assert sum(c["name"].split(" ")[0] == prefix for c in asserted) == count, prefix
+    for name in (f"{slug}.md", *files):
+        assert (out / name).stat().st_size > 0, name
+    return blob
+
+
 TINY_CRAFT = ["--model.init_args.d=16", "--model.init_args.L=8", "--model.init_args.num_layers=1"]
 
 

@@ -30,6 +30,11 @@ class ZooCLI(LightningCLI):
         parser.link_arguments("data.vocab_size", "model.init_args.vocab_size", apply_on="instantiate")
         parser.link_arguments("data.context_length", "model.init_args.context_length", apply_on="instantiate")
         parser.link_arguments("data.horizon", "model.init_args.horizon", apply_on="instantiate")
+        parser.link_arguments("data.n_states", "model.init_args.n_states", apply_on="instantiate")
+        parser.link_arguments("data.n_actions", "model.init_args.n_actions", apply_on="instantiate")
+        parser.link_arguments("data.n_replicas", "model.init_args.n_replicas", apply_on="instantiate")
+        parser.link_arguments("data.n_agents", "model.init_args.n_agents", apply_on="instantiate")
+        parser.link_arguments("data.n_arms", "model.init_args.n_arms", apply_on="instantiate")
         parser.add_argument(
             "--threads",
             type=int | None,
@@ -127,9 +132,11 @@ def main(args: ArgsType = None, run: bool = True) -> ZooCLI | int | None:
 
 
 def _destroy_process_group() -> None:
-    """Tear down the process group a ``ddp`` run left behind (Lightning does not): without it, gloo's worker threads
-    are still joinable at interpreter exit and the process aborts with "terminate called without an active
-    exception" (exit -6) after a fit that succeeded, intermittently and on every rank."""
+    """Tear down the process group a ``ddp`` run left behind (Lightning does not).
+
+    Without it, gloo's worker threads are still joinable at interpreter exit and the process aborts with "terminate
+    called without an active exception" (exit -6) after a fit that succeeded, intermittently and on every rank.
+    """
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():

@@ -31,6 +31,16 @@ class ZooDataModule(LightningDataModule):
     context_length: int | None = None
     #: Forecast length of forecasting data, linked into ``model.init_args.horizon``.
     horizon: int | None = None
+    #: Number of states of a tabular MDP, linked into ``model.init_args.n_states``.
+    n_states: int | None = None
+    #: Number of actions of a tabular MDP, linked into ``model.init_args.n_actions``.
+    n_actions: int | None = None
+    #: Number of independent replica streams simulated side by side, linked into ``model.init_args.n_replicas``.
+    n_replicas: int | None = None
+    #: Number of agents of a multi-agent problem (graph nodes), linked into ``model.init_args.n_agents``.
+    n_agents: int | None = None
+    #: Number of bandit arms, linked into ``model.init_args.n_arms``.
+    n_arms: int | None = None
 
 
 def require(datamodule: Any, method: str, who: str = "this callback") -> Any:

@@ -1,0 +1,85 @@
+"""Span-seminorm diagnostics of tabular average-reward Q-learning on a grid of transition counts (``avg_reward_q``).
+
+``SpanSeminormLogger`` asks ``AverageRewardQLearning`` to stop at each grid point ``k`` (the module splits its chunks
+there, which does not change the updates) and records: span error sp(Q−Q*) (and its MSE over replicas), sp(Q−Q̄),
+greedy agreement with π* and with greedy(Q̄), gain regret, drift mean(Q), the pointwise error ‖Q−Q*_c‖∞ (with
+centering), visit counts and realised stepsizes. The curve is kept in :attr:`curve` (lists keyed by metric) and sent
+to every logger with ``step=k``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+import numpy as np
+from lightning.pytorch import Callback, LightningModule, Trainer
+
+from zoo.core.datamodule import require
+
+
+def k_grid(kind: str, n_points: int, k_min: int, k_max: int) -> list[int]:
+    """``n_points`` transition counts in ``[k_min, k_max]``: ``geometric`` or ``linear`` (rounded, unique)."""
+    if kind not in ("geometric", "linear"):
+        raise ValueError(f"SpanSeminormLogger grid={kind!r}: expected geometric or linear")
+    if n_points < 2 or k_min < 1 or k_max < k_min:
+        raise ValueError(f"SpanSeminormLogger: need n_points >= 2 and 1 <= k_min <= k_max; got {n_points}, "
+                         f"{k_min}, {k_max}")  # fmt: skip
+    pts = np.geomspace(k_min, k_max, n_points) if kind == "geometric" else np.linspace(k_min, k_max, n_points)
+    return sorted({int(round(p)) for p in pts})
+
+
+class SpanSeminormLogger(Callback):
+    """Record the span diagnostics at a grid of transition counts k.
+
+    Args:
+        reference: which error ``span/error`` reports: ``Q*`` (the method's target) or ``Qbar`` (the universal
+            stepsize's predicted wrong target); both are recorded anyway.
+        grid: ``geometric`` (default) or ``linear`` spacing of k.
+        n_points: grid size.
+        k_min: first grid point.
+        k_max: last grid point (``null``: the datamodule's ``steps`` × ``trainer.max_epochs``).
+    """
+
+    def __init__(self, reference: Literal["Q*", "Qbar"] = "Q*", grid: Literal["geometric", "linear"] = "geometric",
+                 n_points: int = 40, k_min: int = 100, k_max: int | None = None) -> None:  # fmt: skip
+        if reference not in ("Q*", "Qbar"):
+            raise ValueError(f"SpanSeminormLogger reference={reference!r}: expected 'Q*' or 'Qbar'")
+        if grid not in ("geometric", "linear"):
+            raise ValueError(f"SpanSeminormLogger grid={grid!r}: expected geometric or linear")
+        self.reference, self.grid, self.n_points, self.k_min, self.k_max = reference, grid, n_points, k_min, k_max
+        #: metric -> values at the recorded k (``curve["k"]``).
+        self.curve: dict[str, list[float]] = {}
+        self._trainer: Trainer | None = None
+
+    def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        """Register the grid with the module (which needs ``add_k_hook``)."""
+        if stage != "fit":
+            return
+        add = require(pl_module, "add_k_hook", "SpanSeminormLogger")
+        k_max = self.k_max
+        if k_max is None:
+            steps = require(trainer.datamodule, "steps", "SpanSeminormLogger")
+            k_max = int(steps) * max(1, trainer.max_epochs or 1)
+        self._trainer = trainer
+        add(k_grid(self.grid, self.n_points, min(self.k_min, k_max), k_max), self.record)
+
+    def record(self, module: Any, k: int) -> None:
+        """Compute the diagnostics at ``k``, append them to :attr:`curve` and send them to the loggers."""
+        values = module.metrics()
+        values["k"] = float(k)
+        values["error"] = values.get("span_err" if self.reference == "Q*" else "span_err_bar", math.nan)
+        for key, value in values.items():
+            self.curve.setdefault(key, []).append(value)
+        if self._trainer is not None:
+            clean = {f"span/{key}": v for key, v in values.items() if v == v and key != "k"}
+            for logger in self._trainer.loggers:
+                logger.log_metrics(clean, step=k)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The curve so far (primitives)."""
+        return {"curve": {k: list(v) for k, v in self.curve.items()}}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore the curve on resume."""
+        self.curve = {k: list(v) for k, v in state_dict.get("curve", {}).items()}

@@ -1,0 +1,96 @@
+"""Card test 10 and the datamodule: graph and arm loaders, generated graphs, validation errors."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from datamodules.bandit_graph import BanditGraphDataModule, ChunkStarts
+
+
+def _csv(path: Path, text: str) -> str:
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def test_disconnected_edge_list_raises_with_components(tmp_path: Path) -> None:
+    path = _csv(tmp_path / "g.csv", "source,target\n0,1\n1,2\n3,4\n")
+    with pytest.raises(ValueError, match=r"disconnected: 2 components of sizes \[3, 2\]"):
+        BanditGraphDataModule(graph="file", graph_path=path)
+
+
+def test_asymmetric_adjacency_raises(tmp_path: Path) -> None:
+    adj = np.array([[0, 1, 0], [0, 0, 1], [0, 1, 0]])
+    np.save(tmp_path / "a.npy", adj)
+    with pytest.raises(ValueError, match=r"a\.npy: adjacency matrix is not symmetric"):
+        BanditGraphDataModule(graph="file", graph_path=str(tmp_path / "a.npy"))
+
+
+def test_npy_adjacency_self_loops_dropped_with_warning(tmp_path: Path) -> None:
+    adj = np.array([[1, 1, 0], [1, 0, 1], [0, 1, 0]])
+    np.save(tmp_path / "a.npy", adj)
+    with pytest.warns(UserWarning, match="self-loop"):
+        dm = BanditGraphDataModule(graph="file", graph_path=str(tmp_path / "a.npy"))
+    assert dm.n_agents == 3 and dm.diameter == 2 and dm.degrees.tolist() == [1, 2, 1]
+
+
+@pytest.mark.parametrize("bad", [[0.5, 1.2], [-0.1, 0.5]])
+def test_bernoulli_mean_outside_unit_interval_raises(bad: list[float], tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"Bernoulli means must lie in \[0, 1\]"):
+        BanditGraphDataModule(means=bad)
+    path = _csv(tmp_path / "arms.csv", "mean\n" + "\n".join(str(x) for x in bad) + "\n")
+    with pytest.raises(ValueError, match=r"arms\.csv: Bernoulli means"):
+        BanditGraphDataModule(arms="file", arms_path=path)
+
+
+def test_arms_csv_formats(tmp_path: Path) -> None:
+    dm = BanditGraphDataModule(arms="file", arms_path=_csv(tmp_path / "a.csv", "mean,std\n0.5,1.0\n0.2,2.0\n0.5,0\n"))
+    assert dm.arms_kind == "gaussian" and dm.stds == [1.0, 2.0, 0.0] and dm.gaps == [0.0, 0.3, 0.0]
+    with pytest.raises(ValueError, match="A >= 2"):
+        BanditGraphDataModule(arms="file", arms_path=_csv(tmp_path / "one.csv", "mean\n0.5\n"))
+    with pytest.raises(ValueError, match=r"expected the column 'mean'.*found mu"):
+        BanditGraphDataModule(arms="file", arms_path=_csv(tmp_path / "w.csv", "mu\n0.5\n0.4\n"))
+
+
+def test_string_labels_map_deterministically(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Relabelled string node ids map to 0..m-1 in sorted order, whatever the edge order; the mapping is logged."""
+    a = _csv(tmp_path / "a.csv", "source,target\ncarol,alice\nalice,bob\ndave,carol\n")
+    b = _csv(tmp_path / "b.csv", "source,target\ndave,carol\nbob,alice\nalice,carol\n")
+    with caplog.at_level(logging.INFO, logger="datamodules.bandit_graph"):
+        da, db = BanditGraphDataModule(graph="file", graph_path=a), BanditGraphDataModule(graph="file", graph_path=b)
+    assert "'alice': 0" in caplog.text and "'dave': 3" in caplog.text
+    assert sorted(da.graph.edges) == sorted(db.graph.edges) == [(0, 1), (0, 2), (2, 3)]
+    np.testing.assert_array_equal(da.D, db.D)
+
+
+def test_bad_header_and_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="expected the header 'source,target'"):
+        BanditGraphDataModule(graph="file", graph_path=_csv(tmp_path / "g.csv", "src,dst\n0,1\n"))
+    with pytest.raises(ValueError, match="no such file"):
+        BanditGraphDataModule(graph="file", graph_path=str(tmp_path / "missing.csv"))
+
+
+@pytest.mark.parametrize(("graph", "m", "diameter", "edges"), [("path", 8, 7, 7), ("cycle", 8, 4, 8), ("star", 6, 2, 5),
+                         ("complete", 5, 1, 10), ("grid", 16, 6, 24), ("tree", 9, None, 8)])  # fmt: skip
+def test_generated_graphs(graph: str, m: int, diameter: int | None, edges: int) -> None:
+    dm = BanditGraphDataModule(graph=graph, m=m)
+    assert dm.n_agents == m and dm.graph.number_of_edges() == edges
+    if diameter is not None:
+        assert dm.diameter == diameter
+    assert (dm.D == dm.D.T).all() and (np.diag(dm.D) == 0).all()
+
+
+def test_erdos_renyi_resamples_until_connected() -> None:
+    import networkx as nx
+
+    dm = BanditGraphDataModule(graph="erdos_renyi", m=20, p=0.12, graph_seed=0)
+    assert nx.is_connected(dm.graph)
+    again = BanditGraphDataModule(graph="erdos_renyi", m=20, p=0.12, graph_seed=0)
+    assert sorted(dm.graph.edges) == sorted(again.graph.edges)
+
+
+def test_chunk_starts() -> None:
+    assert [int(x) for x in ChunkStarts(2500, 1000)] == [1, 1001, 2001] and len(ChunkStarts(2500, 1000)) == 3
