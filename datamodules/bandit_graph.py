@@ -117,7 +117,10 @@ def load_graph(path: str) -> nx.Graph:
     if not file.is_file():
         raise ValueError(f"--data.init_args.graph_path={path!r}: no such file (expected a .csv edge list or .npy)")
     if file.suffix == ".npy":
-        adj = np.load(file, allow_pickle=False)
+        try:
+            adj = np.load(file, allow_pickle=False)
+        except Exception as exc:  # a malformed file: name it
+            raise ValueError(f"{path}: not a readable .npy adjacency matrix ({exc})") from exc
         if adj.ndim != 2 or adj.shape[0] != adj.shape[1]:
             raise ValueError(f"{path}: expected a square m x m adjacency matrix, found shape {adj.shape}")
         if not np.isin(adj, (0, 1)).all():
@@ -135,7 +138,13 @@ def load_graph(path: str) -> nx.Graph:
             header = [h.strip() for h in (reader.fieldnames or [])]
             if header[:2] != ["source", "target"]:
                 raise ValueError(f"{path}: expected the header 'source,target', found {','.join(header) or 'nothing'}")
-            raw = [(row["source"].strip(), row["target"].strip()) for row in reader]
+            raw = []
+            for line, row in enumerate(reader, start=2):
+                pair = (row.get("source") or "").strip(), (row.get("target") or "").strip()
+                if not all(pair):
+                    raise ValueError(f"{path}: line {line}: empty source or target ({row}); expected "
+                                     "'<source>,<target>' on every line")  # fmt: skip
+                raw.append(pair)
         if not raw:
             raise ValueError(f"{path}: no edges below the header 'source,target'")
         labels = sorted({x for edge in raw for x in edge}, key=_label_key)

@@ -99,15 +99,22 @@ def check_mdp(
     return P, R, pi_b
 
 
-def load_npz(path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """Read and validate an ``.npz`` MDP (keys ``P``, ``R``, optional ``pi_b``)."""
+def _open_npz(path: str) -> Any:
+    """``np.load`` of an ``.npz`` MDP file, with errors that name the file."""
     if not Path(path).is_file():
         raise FileNotFoundError(f"path={path!r}: no such file (expected an .npz with keys P, R and optional pi_b)")
     try:
         blob = np.load(path, allow_pickle=False)
     except Exception as exc:  # a malformed file: name it
         raise ValueError(f"{path}: not a readable .npz file ({exc})") from exc
-    with blob:
+    if not hasattr(blob, "files"):  # a plain .npy array
+        raise ValueError(f"{path}: a single array, not an .npz archive with keys P (S×A×S), R (S×A), optional pi_b")
+    return blob
+
+
+def load_npz(path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Read and validate an ``.npz`` MDP (keys ``P``, ``R``, optional ``pi_b``)."""
+    with _open_npz(path) as blob:
         for key in ("P", "R"):
             if key not in blob.files:
                 raise ValueError(f"{path}: missing key {key!r}; found {blob.files}, expected P (S×A×S), R (S×A)")
@@ -116,9 +123,7 @@ def load_npz(path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
 
 def npz_shape(path: str) -> tuple[int, int]:
     """(S, A) of an ``.npz`` MDP from the header of ``P`` (cheap; full validation happens in ``setup``)."""
-    if not Path(path).is_file():
-        raise FileNotFoundError(f"path={path!r}: no such file (expected an .npz with keys P, R and optional pi_b)")
-    with np.load(path, allow_pickle=False) as blob:
+    with _open_npz(path) as blob:
         if "P" not in blob.files:
             raise ValueError(f"{path}: missing key 'P'; found {blob.files}, expected P (S×A×S), R (S×A)")
         shape = blob["P"].shape
@@ -135,12 +140,13 @@ def save_npz(path: str, P: np.ndarray, R: np.ndarray, pi_b: np.ndarray | None = 
     return path
 
 
-def from_mdptoolbox(P: Any, R: Any) -> tuple[np.ndarray, np.ndarray]:
+def from_mdptoolbox(P: Any, R: Any, r_layout: Literal["SA", "AS"] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Convert the pymdptoolbox / mdptoolbox-hiive convention to ours.
 
     Args:
         P: (A, S, S) transition matrices, ``P[a, s, s']`` (a list of A matrices works too).
         R: (S, A) expected rewards, or (A, S, S) per-transition rewards ``R[a, s, s']`` (converted to expectations).
+        r_layout: the axis order of a 2-D ``R``: required when ``A == S`` (the shape cannot tell), else checked.
 
     Returns:
         ``(P (S, A, S), R (S, A))``, validated.
@@ -153,8 +159,13 @@ def from_mdptoolbox(P: Any, R: Any) -> tuple[np.ndarray, np.ndarray]:
     A, S, _ = P.shape
     if R.shape == (A, S, S):
         Rsa = np.einsum("ast,ast->sa", P, R)
-    elif R.shape == (S, A):
+    elif R.shape == (S, A) and A == S and r_layout is None:
+        raise ValueError(f"from_mdptoolbox: R has shape {R.shape} and A = S = {S}, so it could be R[s, a] "
+                         "(mdptoolbox's vector convention) or R[a, s]; pass r_layout='SA' or 'AS'")  # fmt: skip
+    elif R.shape == (S, A) and r_layout != "AS":
         Rsa = R
+    elif R.shape == (A, S) and r_layout == "AS":
+        Rsa = R.T
     elif R.shape == (A, S) and A != S:
         raise ValueError(f"from_mdptoolbox: R has shape {R.shape} = (A, S); expected (S, A) = ({S}, {A}) "
                          "(transpose it: mdptoolbox vectors are R[s, a]) or (A, S, S)")  # fmt: skip
@@ -399,9 +410,11 @@ class TabularMDPDataModule(ZooDataModule):
         return dm
 
     @classmethod
-    def from_mdptoolbox(cls, P: Any, R: Any, **kwargs: Any) -> TabularMDPDataModule:
-        """A datamodule on mdptoolbox arrays (P: A×S×S; R: S×A or A×S×S)."""
-        P2, R2 = from_mdptoolbox(P, R)
+    def from_mdptoolbox(
+        cls, P: Any, R: Any, r_layout: Literal["SA", "AS"] | None = None, **kwargs: Any
+    ) -> TabularMDPDataModule:
+        """A datamodule on mdptoolbox arrays (P: A×S×S; R: S×A or A×S×S; ``r_layout`` when A = S)."""
+        P2, R2 = from_mdptoolbox(P, R, r_layout)
         return cls.from_arrays(P2, R2, **kwargs)
 
     @classmethod
@@ -450,7 +463,11 @@ class TabularMDPDataModule(ZooDataModule):
         elif generated:
             self.chosen_seed = self.mdp_seed
         P, R, pi_b = self.mdp()
-        self.truth = ground_truth(P, R, pi_b, self.behaviour, self.epsilon, self.ref, self.cross_check)
+        try:
+            self.truth = ground_truth(P, R, pi_b, self.behaviour, self.epsilon, self.ref, self.cross_check)
+        except ValueError as exc:  # name the MDP: a user's file, or the generated instance
+            where = self.path or f"generated MDP (mdp_seed {self.chosen_seed})"
+            raise ValueError(f"{where} with behaviour={self.behaviour!r}: {exc}") from exc
         self.truth["mdp_seed"] = self.chosen_seed
         self.truth["setup_seconds"] = time.perf_counter() - start
 

@@ -95,6 +95,29 @@ def test_mdptoolbox_transposed() -> None:
     assert (dm.n_states, dm.n_actions) == (3, 2) and torch.equal(dm.truth["P"], torch.as_tensor(P))
 
 
+def test_mdptoolbox_square_reward_needs_its_layout() -> None:
+    """A = S: a 2-D R cannot tell R[s, a] from R[a, s], so it raises with the axis hint until r_layout says which."""
+    P_tb = np.stack([np.eye(2), np.full((2, 2), 0.5)])
+    R = np.array([[1.0, 2.0], [3.0, 4.0]])
+    with pytest.raises(ValueError, match="r_layout"):
+        from_mdptoolbox(P_tb, R)
+    assert np.array_equal(from_mdptoolbox(P_tb, R, "SA")[1], R)
+    assert np.array_equal(from_mdptoolbox(P_tb, R, "AS")[1], R.T)
+
+
+def test_malformed_npz_names_the_file(tmp_path: Path) -> None:
+    """Not an archive, or a single .npy array under an .npz name: ValueError naming the file, at construction."""
+    junk = tmp_path / "junk.npz"
+    junk.write_bytes(b"not a zip")
+    with pytest.raises(ValueError, match="junk.npz: not a readable .npz"):
+        TabularMDPDataModule(path=str(junk))
+    single = tmp_path / "single.npz"
+    with single.open("wb") as handle:
+        np.save(handle, np.zeros(3))
+    with pytest.raises(ValueError, match="single.npz: a single array"):
+        TabularMDPDataModule(path=str(single))
+
+
 def test_gymnasium_dict_terminal_redirected() -> None:
     """Test 9: 2 states, 2 actions; (1, 1) terminates with reward 1 and is redirected to reset_state 0."""
     P_gym = {

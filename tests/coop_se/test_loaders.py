@@ -73,6 +73,20 @@ def test_bad_header_and_missing_file(tmp_path: Path) -> None:
         BanditGraphDataModule(graph="file", graph_path=str(tmp_path / "missing.csv"))
 
 
+@pytest.mark.parametrize("row", ["2", "1,", ",3"])
+def test_edge_row_with_a_missing_end_raises(row: str, tmp_path: Path) -> None:
+    """A row without a source or a target names the file and line (never an empty-string node)."""
+    path = _csv(tmp_path / "g.csv", f"source,target\n0,1\n{row}\n")
+    with pytest.raises(ValueError, match=r"g\.csv: line 3: empty source or target"):
+        BanditGraphDataModule(graph="file", graph_path=path)
+
+
+def test_unreadable_npy_names_the_file(tmp_path: Path) -> None:
+    (tmp_path / "a.npy").write_bytes(b"junk")
+    with pytest.raises(ValueError, match=r"a\.npy: not a readable \.npy"):
+        BanditGraphDataModule(graph="file", graph_path=str(tmp_path / "a.npy"))
+
+
 @pytest.mark.parametrize(("graph", "m", "diameter", "edges"), [("path", 8, 7, 7), ("cycle", 8, 4, 8), ("star", 6, 2, 5),
                          ("complete", 5, 1, 10), ("grid", 16, 6, 24), ("tree", 9, None, 8)])  # fmt: skip
 def test_generated_graphs(graph: str, m: int, diameter: int | None, edges: int) -> None:

@@ -117,7 +117,17 @@ def test_congest_respects_bandwidth(bandwidth: int) -> None:
     T = 300
     sim = make("coop_se_congest", "path", 5, T=T, R=2, bandwidth=bandwidth)
     flood = make("coop_se", "path", 5, T=T, R=2)
-    sim.advance(T)
+    peak = torch.zeros(5, 2, dtype=torch.long)  # per agent: most samples arrived in one round from (left, right)
+    seen = sim._seen.clone()  # (R, m, origin, round) delivered-sample marks
+    for _ in range(T):  # read off which samples arrived, independently of the queues' own peak bookkeeping
+        sim.step()
+        new = sim._seen & ~seen
+        seen = sim._seen.clone()
+        for v in range(5):  # on a path, a sample from origin u < v can only arrive over the left edge
+            left, right = new[:, v, :v].sum((-1, -2)), new[:, v, v + 1 :].sum((-1, -2))
+            peak[v] = torch.maximum(peak[v], torch.stack([left.max(), right.max()]))
+    assert int(peak.max()) == bandwidth  # never more than `bandwidth` on an edge, and the budget binds
+    assert peak[0, 0] == 0 and peak[4, 1] == 0  # the path's ends have no outer neighbour
     flood.advance(T)
     assert int(sim.edge_peak) == bandwidth
     assert float(sim.knowledge()[..., :5].sum()) < float(flood.knowledge()[..., :5].sum())
@@ -132,19 +142,20 @@ def test_congest_unlimited_bandwidth_equals_flooding() -> None:
         assert torch.equal(a.step(), b.step())
 
 
-@pytest.mark.parametrize("seed", [0, 3])
-def test_core_equals_plain_loop_reference(seed: int) -> None:
+@pytest.mark.parametrize(("graph", "m", "seed"), [("tree", 7, 0), ("tree", 7, 3), ("cycle", 7, 1), ("complete", 5, 2)])
+def test_core_equals_plain_loop_reference(graph: str, m: int, seed: int) -> None:
     """The vectorised core (distance gather over a ring buffer) and the message-by-message relay reference pick the
-    same arm for every agent and round and end with the same regret and knowledge, on a random tree."""
+    same arm for every agent and round and end with the same regret and knowledge, on random trees and on graphs with
+    several paths (where the reference drops the duplicate copies a sample arrives in)."""
     import numpy as np
 
     from datamodules.bandit_graph import BanditGraphDataModule
     from zoo.coop_se.sim import CoopBanditSim
 
     T = 600
-    dm = BanditGraphDataModule(graph="tree", m=7, graph_seed=seed, T=T, n_replicas=2, seed=seed)
-    assert nx.is_tree(dm.graph)
-    sim = CoopBanditSim("coop_se", 2, 7, 5)
+    dm = BanditGraphDataModule(graph=graph, m=m, graph_seed=seed, T=T, n_replicas=2, seed=seed)
+    assert nx.is_tree(dm.graph) == (graph == "tree")
+    sim = CoopBanditSim("coop_se", 2, m, 5)
     sim.attach(**dm.problem())
     pulls = [sim.step() for _ in range(T)]
     for r in range(2):
@@ -194,3 +205,61 @@ def test_round_robin_index_selection() -> None:
     """selection=round_robin_index cycles through the active arms by index after the last pull."""
     sim = make("se", "path", 1, T=12, means=[0.5, 0.5, 0.5, 0.5], selection="round_robin_index")
     assert [int(sim.step()[0, 0]) for _ in range(9)] == [0, 1, 2, 3, 0, 1, 2, 3, 0]
+
+
+@pytest.mark.parametrize(("delay", "extra"), [("zero", 0), ("diameter", 3)])
+def test_logrounds_snapshot_timing(delay: str, extra: int) -> None:
+    """At round t an agent knows its own samples through t-1 plus every other agent's through the last snapshot round
+    2^j that is usable, 2^j <= t - 1 - extra (extra = 0, or the diameter 3 of a 4-path)."""
+    m, T = 4, 70
+    sim = make("coop_se_logrounds", "path", m, T=T, R=2, snapshot_delay=delay)
+    for t in range(1, T + 1):
+        usable = t - 1 - extra
+        others = (m - 1) * 2 ** int(math.floor(math.log2(usable))) if usable >= 1 else 0
+        assert torch.equal(sim.knowledge()[..., :5].sum(-1), torch.full((2, m), float(t - 1 + others)))
+        sim.step()
+
+
+def test_consensus_ucb_update_and_index() -> None:
+    """consensus_ucb: (n̂, ŝ) <- P (n̂ + ξ_t), P = I - L_G/(d_max + 1) from networkx's Laplacian; the pull maximises
+    ŝ/n̂ + sqrt(2 log t/(m n̂)), unpulled (n̂ = 0) arms first."""
+    import numpy as np
+
+    m, A = 5, 5
+    sim = make("consensus_ucb", "star", m, T=50, R=1)
+    graph = nx.star_graph(m - 1)
+    lap = nx.laplacian_matrix(graph, nodelist=range(m)).toarray().astype(float)
+    P = np.eye(m) - lap / (lap.diagonal().max() + 1.0)
+    n = np.zeros((m, A))
+    s = np.zeros((m, A))
+    for t in range(1, 31):
+        known = sim.knowledge()[0].numpy()
+        np.testing.assert_allclose(known[:, :A], n, atol=1e-12)
+        np.testing.assert_allclose(known[:, A:], s, atol=1e-12)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            index = np.where(n > 0, s / n + np.sqrt(2 * math.log(t) / (m * n)), np.inf)
+        pull = sim.step()[0].numpy()
+        assert (pull == index.argmax(-1)).all(), t
+        reward_sum = (
+            sim.ring[0, t % sim.ring.shape[1], :, A:].numpy() - sim.ring[0, (t - 1) % sim.ring.shape[1], :, A:].numpy()
+        )
+        xi = np.eye(A)[pull]
+        n, s = P @ (n + xi), P @ (s + reward_sum)
+
+
+def test_flood_ucb_index() -> None:
+    """flood_ucb pulls argmax of mean + sqrt(c·log(mAT)/n) on the flooded knowledge, unpulled arms first."""
+    import numpy as np
+
+    from zoo.coop_se.sim import decide_ucb
+
+    kn = np.array([[[0, 4, 1, 0, 0, 3.0, 0.5, 0, 0, 0], [2, 2, 2, 2, 2, 1.8, 0.2, 1.0, 1.0, 1.0]]])
+    cL = 2.0 * math.log(4 * 5 * 100)
+    assert decide_ucb(kn, cL).tolist() == [[0, 0]]  # agent 0: arm 0 unpulled; agent 1: means 0.9 vs 0.1 / 0.5
+    kn[0, 0, 0] = 8.0
+    kn[0, 0, 5] = 1.0  # arm 0 mean 0.125 on 8; arm 3 still unpulled
+    assert decide_ucb(kn, cL)[0, 0] == 3
+    kn[0, 0, [3, 4]] = 1.0
+    kn[0, 0, [8, 9]] = 0.0
+    n, s = kn[0, 0, :5], kn[0, 0, 5:]
+    assert decide_ucb(kn, cL)[0, 0] == int(np.argmax(s / n + np.sqrt(cL / n)))

@@ -274,6 +274,10 @@ def q_update_chunk(
     s = chunk[..., 0].long()
     a = chunk[..., 1].long()
     nxt = chunk[..., 3].long()
+    for name, idx, size in (("s", s, S), ("a", a, A), ("s'", nxt, S)):  # flat indexing would hit another replica
+        if int(idx.min()) < 0 or int(idx.max()) >= size:
+            raise ValueError(f"chunk column {name} has values in [{int(idx.min())}, {int(idx.max())}]; "
+                             f"expected 0..{size - 1} (S={S}, A={A})")  # fmt: skip
     off = (torch.arange(Rn) * SA)[:, None]
     gidx = off + s * A + a  # (R, L) flat index of the updated entry
     if Q.device.type != "cpu" or not Q.is_contiguous() or not N.is_contiguous():

@@ -160,10 +160,10 @@ class AverageRewardQLearning(ZooModule):
                 a, b = self.model.update(chunk[:, start : stop - k], self.cfg)
                 lo, hi = min(lo, a), max(hi, b)
                 start = stop - k
+                self.last_steps = (lo, hi)  # what a hook at this stop logs: this chunk's steps so far
             for ks, hook in self._k_hooks:
                 if stop in ks:
                     hook(self, stop)
-        self.last_steps = (lo, hi)
 
     def metrics(self) -> dict[str, float]:
         """Replica aggregates of the span diagnostics, visit counts and the last realised stepsizes."""
