@@ -183,10 +183,7 @@ class AverageRewardQLearning(ZooModule):
     def training_step(self, batch: Tensor, batch_idx: int) -> None:
         """Apply the chunk's transitions sequentially (vectorised over replicas) and log the diagnostics."""
         self.advance(batch)
-        if self._trainer is not None:
-            # a no-op step of Lightning's mock optimizer: it advances global_step (one per chunk; max_steps,
-            # checkpoints and logging intervals count chunks), while model.k counts transitions
-            self.optimizers().step()
+        self.count_step()  # global_step counts chunks; model.k counts transitions
         if self._logs_this_step():
             values = {f"train/{k}": v for k, v in self.metrics().items() if v == v}  # NaN (no centering) dropped
             self.log_dict(values, batch_size=1)
@@ -196,7 +193,3 @@ class AverageRewardQLearning(ZooModule):
         """Log the diagnostics at the end of every epoch (checkpoint monitors always find ``train/span_err``)."""
         values = {f"train/{k}": v for k, v in self.metrics().items() if v == v}
         self.log_dict(values, batch_size=1)
-
-    def configure_optimizers(self) -> None:
-        """No optimizer: the tables are updated by the stochastic-approximation rule itself."""
-        return None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from statistics import fmean, median
 from typing import Any
 
 from zoo.core.reproduce import Claim, Progress, Report, parallel_map, save_figure
@@ -45,12 +46,9 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
 
 def grid(steps: int, n: int = 40) -> list[int]:
     """Geometric logging grid from 100 to ``steps`` (plus 1e5 when inside)."""
-    import numpy as np
+    from callbacks.span_logger import k_grid
 
-    pts = {int(round(p)) for p in np.geomspace(100, steps, n)}
-    if steps >= SHORT:
-        pts.add(SHORT)
-    return sorted(pts)
+    return sorted({*k_grid("geometric", n, 100, steps), *([SHORT] if steps >= SHORT else [])})
 
 
 def run_group(job: tuple[str, int, int]) -> dict[str, Any]:
@@ -114,16 +112,6 @@ def run_group(job: tuple[str, int, int]) -> dict[str, Any]:
             "curves": {n: state[n]["curve"] for n in names}}  # fmt: skip
 
 
-def _mean(xs: list[float]) -> float:
-    return sum(xs) / len(xs)
-
-
-def _median(xs: list[float]) -> float:
-    ys = sorted(xs)
-    n = len(ys)
-    return ys[n // 2] if n % 2 else 0.5 * (ys[n // 2 - 1] + ys[n // 2])
-
-
 def _at(curve: list[dict[str, Any]], k: int) -> dict[str, Any]:
     return next(row for row in curve if row["k"] == k)
 
@@ -148,7 +136,7 @@ def run(seeds: tuple[int, ...], quick: bool, out: Path, progress: Progress) -> R
                                "variants": {}}  # fmt: skip
 
     def mse(row: dict[str, Any]) -> float:
-        return _mean([e * e for e in row["span_err"]])
+        return fmean([e * e for e in row["span_err"]])
 
     def decade_slope(name: str, end: int) -> float:
         rows = [r for r in curves[name] if end / 10 <= r["k"] <= end]
@@ -156,19 +144,19 @@ def run(seeds: tuple[int, ...], quick: bool, out: Path, progress: Progress) -> R
 
     def drift_slope(name: str, end: int) -> float:
         rows = [r for r in curves[name] if end / 10 <= r["k"] <= end]
-        return semilog_slope([r["k"] for r in rows], [_mean(r["drift"]) for r in rows])
+        return semilog_slope([r["k"] for r in rows], [fmean(r["drift"]) for r in rows])
 
     lines = ["| variant | steps | mean sp(Q−Q*) | median sp(Q−Q*) | span MSE | median sp(Q−Q̄) | greedy agree = 1 "
              "| gain regret | MSE slope (last decade) |", "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for name, curve in curves.items():
         last = curve[-1]
         end = last["k"]
-        row = {"steps": end, "span_err_mean": _mean(last["span_err"]), "span_err_median": _median(last["span_err"]),
-               "span_mse": mse(last), "span_err_bar_median": _median(last["span_err_bar"]),
-               "greedy_all_agree": _mean([float(g == 1.0) for g in last["greedy_agree"]]),
-               "gain_regret": _mean(last["gain_regret"]), "slope_last_decade": decade_slope(name, end),
+        row = {"steps": end, "span_err_mean": fmean(last["span_err"]), "span_err_median": median(last["span_err"]),
+               "span_mse": mse(last), "span_err_bar_median": median(last["span_err_bar"]),
+               "greedy_all_agree": fmean([float(g == 1.0) for g in last["greedy_agree"]]),
+               "gain_regret": fmean(last["gain_regret"]), "slope_last_decade": decade_slope(name, end),
                "curve_k": [r["k"] for r in curve], "curve_mse": [mse(r) for r in curve],
-               "curve_drift": [_mean(r["drift"]) for r in curve]}  # fmt: skip
+               "curve_drift": [fmean(r["drift"]) for r in curve]}  # fmt: skip
         metrics["variants"][name] = row
         lines.append(f"| {name} | {end:.0e} | {row['span_err_mean']:.4f} | {row['span_err_median']:.4f} | "
                      f"{row['span_mse']:.3g} | {row['span_err_bar_median']:.3f} | {row['greedy_all_agree']:.2f} | "
@@ -182,11 +170,11 @@ def run(seeds: tuple[int, ...], quick: bool, out: Path, progress: Progress) -> R
     slope3, slope03 = decade_slope("adaptive α=3", SHORT), decade_slope("adaptive α=0.3", SHORT)
     mse3 = mse(_at(a3, SHORT))
     u_last, a_last = u36[-1], a3[-1]
-    span_sq = _mean([e * e for e in u_last["span_err"]])
-    same_agree = _mean([float(abs(g - b) < 1e-12) for g, b in zip(u_last["greedy_agree"], u_last["greedy_agree_bar"],
+    span_sq = fmean([e * e for e in u_last["span_err"]])
+    same_agree = fmean([float(abs(g - b) < 1e-12) for g, b in zip(u_last["greedy_agree"], u_last["greedy_agree_bar"],
                                                                      strict=True)])  # fmt: skip
-    same_policy = _mean([float(b == 1.0) for b in u_last["greedy_agree_bar"]])
-    ties, robust = main["ties"], {"adaptive": _mean(a_last["agree_far"]), "universal": _mean(u_last["agree_bar_far"])}
+    same_policy = fmean([float(b == 1.0) for b in u_last["greedy_agree_bar"]])
+    ties, robust = main["ties"], {"adaptive": fmean(a_last["agree_far"]), "universal": fmean(u_last["agree_bar_far"])}
     cen = curves["adaptive α=3 centered"]
     excess = max(p - e for r in cen for p, e in zip(r["pointwise"], r["span_err"], strict=True))
     drift = drift_slope("adaptive α=3", long_steps) / (3.0 * r_star)
@@ -195,15 +183,15 @@ def run(seeds: tuple[int, ...], quick: bool, out: Path, progress: Progress) -> R
         Claim("C1 rate: adaptive α=3 span-MSE slope over [1e4, 1e5]", slope3, "in", [-1.3, -0.8],
               "least-squares slope of log mean sp(Q−Q*)² vs log k (card reference −1.07)"),
         Claim("C1 rate: adaptive α=3 span MSE at k=1e5", mse3, "<=", 0.015, "card reference 0.0058"),
-        Claim(f"C2 wrong target: universal α=36 median sp(Q−Q̄)/gap at {kl}", _median(u_last["span_err_bar"]) / gap,
+        Claim(f"C2 wrong target: universal α=36 median sp(Q−Q̄)/gap at {kl}", median(u_last["span_err_bar"]) / gap,
               "<=", 0.05, f"gap = {gap:.4f}"),
-        Claim(f"C2 wrong target: universal α=36 median sp(Q−Q*)/gap at {kl}", _median(u_last["span_err"]) / gap,
+        Claim(f"C2 wrong target: universal α=36 median sp(Q−Q*)/gap at {kl}", median(u_last["span_err"]) / gap,
               ">=", 0.9, f"gap = {gap:.4f}"),
         Claim(f"C2 wrong target: universal α=36 mean sp(Q−Q*)² / gap² at {kl}", span_sq / gap**2, "in", [0.8, 1.2],
               f"mean sp² = {span_sq:.3f}, gap² = {gap * gap:.3f}"),
         Claim("C3 α too small: adaptive α=0.3 slope over [1e4, 1e5]", slope03, ">", -0.5, "card reference −0.23"),
         Claim(f"C4 policy: adaptive α=3 replicas with greedy agreement 1 at {kl}",
-              _mean([float(g == 1.0) for g in a_last["greedy_agree"]]), ">=", 0.9,
+              fmean([float(g == 1.0) for g in a_last["greedy_agree"]]), ">=", 0.9,
               f"not asserted: Q* has a near-tie (action gap {ties['star']}) below the per-entry error at {kl}",
               asserted=False),
         Claim(f"C4 policy: universal α=36 replicas whose agreement equals greedy(Q̄)'s at {kl}", same_agree, ">=", 0.9,
@@ -220,10 +208,10 @@ def run(seeds: tuple[int, ...], quick: bool, out: Path, progress: Progress) -> R
         Claim(f"C5 drift: slope of mean(Q_k) vs ln k over the last decade to {kl} / (α·r*)", drift, "in",
               [0.85, 1.15], f"α·r* = {3.0 * r_star:.4f}"),
         Claim("sanity: iid_uniform adaptive α=3 mean sp(Q−Q*) at 3e4",
-              _mean(curves["iid adaptive α=3"][-1]["span_err"]), "<", 0.1, "generative model: μ uniform",
+              fmean(curves["iid adaptive α=3"][-1]["span_err"]), "<", 0.1, "generative model: μ uniform",
               asserted=False),
         Claim("sanity: iid_uniform universal α=36 mean sp(Q−Q*) at 3e4",
-              _mean(curves["iid universal α=36"][-1]["span_err"]), "<", 0.1, "μ uniform: Q̄ = Q* mod e",
+              fmean(curves["iid universal α=36"][-1]["span_err"]), "<", 0.1, "μ uniform: Q̄ = Q* mod e",
               asserted=False),
     ]  # fmt: skip
     metrics["drift_ratio"] = drift

@@ -102,19 +102,13 @@ class CooperativeBanditModule(ZooModule):
     def training_step(self, batch: Tensor, batch_idx: int) -> None:
         """Advance ``rounds_per_step`` rounds (fewer at the horizon) and log the metrics."""
         played = self.sim.advance(self.rounds_per_step)
-        if self._trainer is not None:
-            # a no-op step of Lightning's mock optimizer: it advances global_step (max_steps, checkpoints, logging)
-            self.optimizers().step()
+        self.count_step()
         if played and self._logs_this_step():  # Lightning's log costs ~1 ms a key: the full set is logged at T
             metrics = self.sim.metrics()
             self.log_dict({f"train/{k}": metrics[k] for k in STEP_KEYS}, batch_size=1)
         if int(self.sim.t) >= self.sim.T and self._trainer is not None:
             self.log_dict({f"final/{k}": v for k, v in self.sim.metrics().items()}, batch_size=1)
             self.trainer.should_stop = True
-        return None
-
-    def configure_optimizers(self) -> None:
-        """No optimizer: the simulator has no parameters."""
         return None
 
     def regret_curves(self) -> dict[str, Tensor]:

@@ -175,10 +175,10 @@ def run(seeds: tuple[int, ...] = (0, 1, 2), quick: bool = False, out: Path = Pat
 
 
 def _bound(m: int, T: int, A: int) -> float:
-    def clog(x: int) -> int:
-        return math.ceil(math.log2(x)) if x > 1 else 0
+    """The card's C5 bound ⌈log₂m⌉+⌈log₂T⌉+⌈log₂A⌉+1 on a Bernoulli sample message (0 for m = 1: nothing is sent)."""
+    from zoo.coop_se.sim import message_bits
 
-    return 0.0 if m == 1 else float(clog(m) + clog(T) + clog(A) + 1)
+    return 0.0 if m == 1 else float(message_bits(m, T, A, gaussian=False))
 
 
 def _plots(results: dict[str, Any], path: dict[int, float], comp: dict[int, float], out: Path) -> list[str]:

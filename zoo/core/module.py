@@ -135,6 +135,15 @@ class ZooModule(LightningModule, ABC):
         connector = getattr(getattr(self, "_trainer", None), "_logger_connector", None)
         return bool(getattr(connector, "should_update_logs", True))
 
+    def count_step(self) -> None:
+        """Advance ``global_step`` by one from a manual, optimizer-free ``training_step``.
+
+        For ``trainable = False`` with ``automatic_optimization = False``: a no-op step of Lightning's mock optimizer,
+        so ``max_steps``, checkpoints and logging intervals count training steps. Nothing happens outside a Trainer.
+        """
+        if self._trainer is not None:
+            self.optimizers().step()
+
     def configure_optimizers(self) -> Any:
         """Adam over the trainable parameters with the primitive ``lr`` and ``weight_decay``."""
         if not self.trainable:
