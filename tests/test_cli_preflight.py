@@ -83,13 +83,19 @@ def test_cli_trains_an_uncached_recipe_once(tmp_path: Path, capsys) -> None:
     assert cached.stat().st_mtime_ns == stamp and "cached checkpoint" in capsys.readouterr().err
 
 
-def test_checkpoint_monitor_defaults_to_the_module(tmp_path: Path) -> None:
-    """A ModelCheckpoint listed without `monitor` watches the module's declared metric, in its direction."""
-    from lightning.pytorch.callbacks import ModelCheckpoint
+def test_monitor_auto_is_the_modules(tmp_path: Path) -> None:
+    """`monitor: auto` on a listed EarlyStopping/ModelCheckpoint watches the module's declared metric in its direction;
+    an explicit monitor stays, and a checkpoint without one keeps Lightning's meaning (the last epoch), as
+    configs/uam/original.yaml relies on."""
+    from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 
     from zoo.craft.module import CRAFTModule
 
-    cli = main(["-c", CRAFT, *QUIET, *TINY_DATA, "--trainer.callbacks+=ModelCheckpoint",
-                f"--trainer.default_root_dir={tmp_path}"], run=False)  # fmt: skip
-    checkpoints = [c for c in cli.trainer.callbacks if type(c) is ModelCheckpoint and c.monitor is not None]
-    assert [(c.monitor, c.mode) for c in checkpoints][-1] == (CRAFTModule.monitor, CRAFTModule.mode)
+    cli = main(["-c", CRAFT, *QUIET, *TINY_DATA, "--trainer.callbacks+=EarlyStopping",
+                "--trainer.callbacks.monitor=auto", f"--trainer.default_root_dir={tmp_path}"], run=False)  # fmt: skip
+    stop = next(c for c in cli.trainer.callbacks if isinstance(c, EarlyStopping))
+    assert (stop.monitor, stop.mode) == (CRAFTModule.monitor, CRAFTModule.mode)
+    assert next(c for c in cli.trainer.callbacks if type(c) is ModelCheckpoint).monitor == "val/mrr"  # explicit
+    cli = main(["-c", str(ROOT / "configs/uam/original.yaml"), *QUIET, f"--trainer.default_root_dir={tmp_path}"],
+               run=False)  # fmt: skip
+    assert next(c for c in cli.trainer.callbacks if type(c) is ModelCheckpoint).monitor is None

@@ -27,7 +27,7 @@ from zoo.core.rng import preserved_rng
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
-#: Trainer callbacks whose ``monitor``/``mode`` default to the module's :attr:`ZooModule.monitor` and ``mode``.
+#: Trainer callbacks whose ``monitor: auto`` means the module's :attr:`ZooModule.monitor` and ``mode``.
 _MONITORED = ("ModelCheckpoint", "EarlyStopping")
 
 
@@ -48,8 +48,9 @@ class ZooCLI(LightningCLI):
     def before_instantiate_classes(self) -> None:
         """Prepare the parsed config before anything is built.
 
-        Applies ``--threads``, drops listed progress bars when ``enable_progress_bar`` is false, defaults the
-        checkpoint/early-stopping monitor to the module's, and trains a ``pretrained`` recipe that is not cached.
+        Applies ``--threads``, drops listed progress bars when ``enable_progress_bar`` is false, resolves
+        ``monitor: auto`` of checkpoint/early-stopping callbacks to the module's metric, and trains a ``pretrained``
+        recipe that is not cached.
         """
         config = self.config.get(self.subcommand) if self.subcommand else self.config
         if config is None:
@@ -72,18 +73,21 @@ class ZooCLI(LightningCLI):
 
 
 def _default_monitors(trainer: Any, model: Any) -> None:
-    """Fill ``monitor``/``mode`` of listed ModelCheckpoint/EarlyStopping callbacks from the module's class."""
-    class_path = getattr(model, "class_path", None) if model is not None else None
-    if not class_path:
+    """Resolve ``monitor: auto`` of listed ModelCheckpoint/EarlyStopping callbacks to the module's metric and mode.
+
+    A callback without ``monitor`` keeps Lightning's meaning (ModelCheckpoint keeps the last epoch); ``auto`` asks for
+    the module class's :attr:`ZooModule.monitor` and :attr:`ZooModule.mode`.
+    """
+    callbacks = [c for c in trainer.get("callbacks") or [] if getattr(c, "init_args", None) is not None]
+    auto = [c for c in callbacks if getattr(c, "class_path", "").rsplit(".", 1)[-1] in _MONITORED
+            and c.init_args.get("monitor") == "auto"]  # fmt: skip
+    if not auto:
         return
-    cls = _import_class(class_path)
+    cls = _import_class(getattr(model, "class_path", "") or "") if model is not None else None
     if cls is None or not issubclass(cls, ZooModule):
-        return
-    for callback in trainer.get("callbacks") or []:
-        path, args = getattr(callback, "class_path", ""), getattr(callback, "init_args", None)
-        if args is None or path.rsplit(".", 1)[-1] not in _MONITORED or args.get("monitor") is not None:
-            continue
-        args["monitor"], args["mode"] = cls.monitor, cls.mode
+        raise ValueError(f"monitor: auto needs a zoo module class, found model.class_path={model!r}")
+    for callback in auto:
+        callback.init_args["monitor"], callback.init_args["mode"] = cls.monitor, cls.mode
 
 
 def _import_class(class_path: str) -> type | None:
