@@ -134,3 +134,14 @@ def test_scratch_method_plugs_in_without_shared_edits(scratch_method: Path, tmp_
     cli = main(args)
     assert cli.model.n_widgets == 3 and cli.datamodule.n == 32 and cli.trainer.global_step == 3
     assert cli.datamodule.n_arms is None  # an unset core shape stays None
+
+
+def test_method_test_files_follow_one_naming_scheme() -> None:
+    """tests/<slug>/test_<what>.py where <what> is model, module, data[_topic], callback[_topic], baselines, behaviour,
+    reproduce, ddp, or the name of one of the method's own source files (CONTRIBUTING.md, "Rules")."""
+    for slug in registry.manifests():
+        sources = sorted(p.stem for p in (ROOT / "zoo" / slug).glob("*.py") if not p.stem.startswith("_"))
+        words = "|".join(["model", "module", r"data(_\w+)?", r"callback(_\w+)?", "baselines", "behaviour", "reproduce",
+                          "ddp", *sources])  # fmt: skip
+        for path in (ROOT / "tests" / slug).glob("test_*.py"):
+            assert re.fullmatch(rf"test_({words})\.py", path.name), f"tests/{slug}/{path.name}"
