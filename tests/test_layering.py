@@ -42,10 +42,11 @@ def contracts() -> str:
     ]) + "\n"  # fmt: skip
 
 
-def _lint(config: Path) -> subprocess.CompletedProcess[str]:
+def _lint(config: Path, tree: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """import-linter over the packages in ``tree`` (a fresh interpreter: the editable install must not shadow it)."""
     code = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
-    return subprocess.run([sys.executable, "-c", code, "--config", str(config), "--no-cache"], cwd=ROOT,
-                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-c", code, "--config", str(config), "--no-cache"], cwd=tree,
+                          env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"}, capture_output=True, text=True,
                           timeout=300)  # fmt: skip
 
 
@@ -69,8 +70,5 @@ def test_contracts_catch_a_cross_method_import(tmp_path: Path) -> None:
     (tree / "zoo" / first / "leak.py").write_text(f"import zoo.{second}.manifest\n")
     config = tmp_path / "layers.ini"
     config.write_text(contracts())
-    code = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
-    out = subprocess.run([sys.executable, "-c", code, "--config", str(config), "--no-cache"], cwd=tree,
-                         env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"}, capture_output=True, text=True,
-                         timeout=300)  # fmt: skip
+    out = _lint(config, tree)
     assert out.returncode != 0 and f"zoo.{first}.leak -> zoo.{second}.manifest" in out.stdout, out.stdout[-3000:]
