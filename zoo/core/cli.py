@@ -69,7 +69,8 @@ class ZooCLI(LightningCLI):
 
     def after_fit(self) -> None:
         """Print the final logged metrics, so the main job shows what it achieved."""
-        print_metrics(self.trainer.callback_metrics, header=f"zoo fit: {type(self.model).__name__} metrics")
+        name = f"{getattr(self.model, 'name', 'zoo')} ({type(self.model).__name__})"
+        print_metrics(self.trainer.callback_metrics, header=f"zoo fit: {name} metrics")
 
 
 def _default_monitors(trainer: Any, model: Any) -> None:

@@ -40,7 +40,7 @@ class ZooModule(LightningModule, ABC):
     monitor: ClassVar[str] = "val/loss"
     #: "min" or "max" for ``monitor``.
     mode: ClassVar[Literal["min", "max"]] = "min"
-    #: Short name of the method, used in logs and reproduction tables.
+    #: Short name of the method or baseline (``zoo fit`` prints it over the final metrics).
     name: ClassVar[str] = "zoo"
     #: False for training-free methods: ``configure_optimizers`` then returns ``None``.
     trainable: ClassVar[bool] = True
