@@ -258,12 +258,14 @@ class PreferenceLMDataModule(PhasedDataModule):
         """Tokenize the pairs and the test candidates (once)."""
         if self._tensors is not None:
             return
-        from zoo.xrlhf.lm import pad_right
+        from zoo.core.lm import pad_batch
+        from zoo.xrlhf.lm import PAD_ID
 
         t, enc, n = self.texts, self.vocab.encode_pair, self.max_length
-        chosen = pad_right([enc(p, c, n) for p, c in zip(t.prompts, t.chosen, strict=True)])
-        rejected = pad_right([enc(p, r, n) for p, r in zip(t.prompts, t.rejected, strict=True)])
-        test = pad_right([enc(p, y, n) for p, ys in zip(t.test_prompts, t.test_responses, strict=True) for y in ys])
+        chosen = pad_batch([enc(p, c, n) for p, c in zip(t.prompts, t.chosen, strict=True)], PAD_ID)
+        rejected = pad_batch([enc(p, r, n) for p, r in zip(t.prompts, t.rejected, strict=True)], PAD_ID)
+        pairs = [enc(p, y, n) for p, ys in zip(t.test_prompts, t.test_responses, strict=True) for y in ys]
+        test = pad_batch(pairs, PAD_ID)
         self._tensors = {"chosen_ids": chosen[0], "chosen_mask": chosen[1], "rejected_ids": rejected[0],
                          "rejected_mask": rejected[1], "test_ids": test[0], "test_mask": test[1]}  # fmt: skip
         self.sft_logits, self.r_eval = t.sft_logits, t.r_eval

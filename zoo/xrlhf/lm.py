@@ -24,6 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from zoo.core.lm import pad_batch
+
 #: Special tokens, in id order.
 SPECIAL_TOKENS = ("<pad>", "<unk>", "<sep>", "<eos>")
 PAD_ID, UNK_ID, SEP_ID, EOS_ID = 0, 1, 2, 3
@@ -166,14 +168,8 @@ class WordVocab:
 
 
 def pad_right(seqs: Sequence[Sequence[int]], width: int | None = None) -> tuple[Tensor, Tensor]:
-    """Right-pad id lists with ``<pad>`` into ``(ids, mask)`` int64 tensors of ``width`` (default: the longest)."""
-    width = max(len(s) for s in seqs) if width is None else width
-    ids = torch.full((len(seqs), width), PAD_ID, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        ids[i, : len(s)] = torch.as_tensor(list(s), dtype=torch.long)
-        mask[i, : len(s)] = 1
-    return ids, mask
+    """Right-pad id lists with ``<pad>``: :func:`zoo.core.lm.pad_batch` with ``pad_id=PAD_ID``."""
+    return pad_batch(seqs, PAD_ID, width)
 
 
 def trim(ids: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
