@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from zoo.uam.module import UnlearnableModule
+from callbacks.unlearning import UnlearnableModule
 from zoo.xrlhf.model import LinearRewardModel, bt_loss, closed_form_choice, dpo_pair_loss, keep_penalty
 
 
