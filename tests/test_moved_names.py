@@ -60,12 +60,11 @@ def test_cache_dir_reads_zoo_cache_and_creates(tmp_path: Path, monkeypatch: pyte
 def test_pad_batch_serves_both_former_copies() -> None:
     """uam's ``pad_batch`` (errors on no/empty sequences) and xrlhf's ``pad_right`` (a fixed ``width``) in one."""
     from zoo.core.lm import pad_batch
-    from zoo.xrlhf.lm import pad_right
 
     ids, mask = pad_batch([[5, 6, 7], [8]], pad_id=9)
     assert ids.tolist() == [[5, 6, 7], [8, 9, 9]] and mask.tolist() == [[1, 1, 1], [1, 0, 0]]
     assert ids.dtype == mask.dtype == torch.long
-    ids, mask = pad_right([[5, 6], [8]], width=4)
+    ids, mask = pad_batch([[5, 6], [8]], width=4)
     assert ids.tolist() == [[5, 6, 0, 0], [8, 0, 0, 0]] and mask.tolist() == [[1, 1, 0, 0], [1, 0, 0, 0]]
     for bad in ([], [[1], []]):
         with pytest.raises(ValueError, match="at least one sequence and no empty sequence"):

@@ -24,8 +24,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from zoo.core.lm import pad_batch
-
 #: Special tokens, in id order.
 SPECIAL_TOKENS = ("<pad>", "<unk>", "<sep>", "<eos>")
 PAD_ID, UNK_ID, SEP_ID, EOS_ID = 0, 1, 2, 3
@@ -165,11 +163,6 @@ class WordVocab:
         """``prompt <sep> response <eos>``, keeping the last ``max_length`` ids (the response end carries φ)."""
         ids = [*self.encode(prompt), SEP_ID, *self.encode(response), EOS_ID]
         return ids[-max_length:]
-
-
-def pad_right(seqs: Sequence[Sequence[int]], width: int | None = None) -> tuple[Tensor, Tensor]:
-    """Right-pad id lists with ``<pad>``: :func:`zoo.core.lm.pad_batch` with ``pad_id=PAD_ID``."""
-    return pad_batch(seqs, PAD_ID, width)
 
 
 def trim(ids: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
