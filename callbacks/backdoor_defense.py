@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from itertools import islice
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
@@ -34,7 +34,27 @@ from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor
 
 from zoo.core.datamodule import require
+from zoo.core.protocols import check
 from zoo.repguard import model as rg
+
+
+@runtime_checkable
+class Defendable(Protocol):
+    """What :class:`RepGuardCallback` needs of the module it fine-tunes (``model.lm``: a Hugging Face causal LM)."""
+
+    #: Holds the causal LM as ``model.lm`` (the hook goes on its ``hidden_states[layer]``).
+    model: torch.nn.Module
+    #: The callback's objective terms go here (``ZooModule``'s generic mechanism).
+    extra_loss_terms: dict[str, Any]
+
+
+@runtime_checkable
+class CleanData(Protocol):
+    """What :class:`RepGuardCallback` needs of the datamodule; ``stage=post_hoc`` also needs ``suspect_dataloader``."""
+
+    def clean_dataloader(self) -> Any:
+        """The trusted clean set (statistics, contrast, the keep term)."""
+        ...
 
 
 class RepGuardCallback(Callback):
@@ -199,14 +219,17 @@ class RepGuardCallback(Callback):
     # ------------------------------------------------------------------------------------------------------------
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         """Install the hook (every stage: a tested checkpoint is masked) and, for fit, the extra loss term."""
+        if stage == "fit":
+            check(pl_module, Defendable, f"RepGuardCallback(stage={self.stage})", "module")
         self.attach(pl_module)
         if stage == "fit":
-            require(trainer.datamodule, "clean_dataloader", "RepGuardCallback")
-            if self.stage == "post_hoc":
-                require(trainer.datamodule, "suspect_dataloader", "RepGuardCallback(stage=post_hoc)")
-                if getattr(trainer.datamodule, "train_on", "clean") != "clean":
-                    raise ValueError("RepGuardCallback(stage=post_hoc) fine-tunes on the trusted clean set only: set "
-                                     "--data.init_args.train_on=clean")  # fmt: skip
+            extra = ("suspect_dataloader",) if self.stage == "post_hoc" else ()
+            check(trainer.datamodule, CleanData, f"RepGuardCallback(stage={self.stage})", "datamodule", extra=extra)
+            if self.stage == "post_hoc" and getattr(trainer.datamodule, "train_on", "clean") != "clean":
+                raise ValueError(
+                    "RepGuardCallback(stage=post_hoc) fine-tunes on the trusted clean set only: set "
+                    "--data.init_args.train_on=clean"
+                )
             pl_module.extra_loss_terms["repguard"] = self._term
             rank_zero_info(
                 f"RepGuard-style defense (card reconstruction): layer {self.layer}, warm-up "

@@ -29,7 +29,7 @@ import re
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
@@ -534,10 +534,20 @@ def _prefix(stage: str) -> str:
     return {"validate": "val", "test": "test", "predict": "predict"}[stage]
 
 
+@runtime_checkable
+class ReportsAccuracy(Protocol):
+    """Optional for :class:`MoECAPCallback`: a module that scores its own predictions (the radar's accuracy axis)."""
+
+    def moecap_accuracy(self, stage: str) -> dict[str, float] | None:
+        """EM/F1 of the stage's predictions."""
+        ...
+
+
 def _accuracy(pl_module: LightningModule, stage: str) -> dict[str, float] | None:
-    """EM/F1 from the module's ``moecap_accuracy(stage)`` (duck-typed; None if the module has none)."""
-    getter = getattr(pl_module, "moecap_accuracy", None)
-    return getter(stage) if callable(getter) else None
+    """EM/F1 from the module's ``moecap_accuracy(stage)`` (:class:`ReportsAccuracy`; None if the module has none)."""
+    if isinstance(pl_module, ReportsAccuracy) and callable(pl_module.moecap_accuracy):
+        return pl_module.moecap_accuracy(stage)
+    return None
 
 
 def _jsonable(value: Any) -> Any:

@@ -19,8 +19,9 @@ stopping with ``ft_patience``, the official ``type1`` schedule). ``prune_finetun
 ``pruned.ckpt`` (the merged weights before fine-tuning, loadable through ``pretrained``) go to the run directory,
 the fine-tuned checkpoint to ``<run dir>/finetune/``.
 
-Module protocol (checked in ``setup``): ``model`` (holding PatchTST encoder layers), ``compute_loss(batch)["loss"]``
-(mean over samples), and the ``ZooModule`` attributes ``step_override`` and ``structure``.
+Module protocol :class:`Prunable` (checked in ``setup``): ``model`` (holding PatchTST encoder layers),
+``compute_loss(batch)["loss"]`` (mean over samples), ``batch_size_of(batch)``, and the ``ZooModule`` attributes
+``step_override`` and ``structure``; optional ``lr_schedule`` (set for the fine-tuning fit).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import os
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
@@ -41,12 +42,33 @@ from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 from torch import Tensor, nn
 
 from zoo.core.config import run_dir
+from zoo.core.protocols import check
 from zoo.prune_finetune.spec import PruneScope, mask_sizes, target_linears
 
 FisherScale = Literal["code", "paper"]
 
 #: Lightning's notice when the frozen prune phase builds no optimizer (on purpose); filtered in ``setup``.
 _NO_OPTIMIZER = r".*returned `None`, this fit will run with no optimizer"
+
+
+@runtime_checkable
+class Prunable(Protocol):
+    """What :class:`PruneThenFinetune` needs of the module it prunes."""
+
+    #: The network holding the PatchTST encoder layers (masked, merged and sliced in place).
+    model: nn.Module
+    #: Set to the prune step while pruning (the callback drives the step), reset to ``None`` after.
+    step_override: Any
+    #: Record of the merged shapes, written into checkpoints.
+    structure: dict[str, Any] | None
+
+    def compute_loss(self, batch: Any) -> dict[str, Tensor] | None:
+        """``{"loss": mean over samples, ...}`` of a training batch."""
+        ...
+
+    def batch_size_of(self, batch: Any) -> int:
+        """Number of samples in ``batch``."""
+        ...
 
 
 class _BestWeights(Callback):
@@ -163,9 +185,7 @@ class PruneThenFinetune(Callback):
         if stage != "fit" or self.phase != "prune":
             return
         who = "PruneThenFinetune"
-        for attr in ("model", "compute_loss", "step_override", "structure"):
-            if not hasattr(pl_module, attr):
-                raise AttributeError(f"{who} needs `{type(pl_module).__name__}.{attr}`, which this module lacks")
+        check(pl_module, Prunable, who, "module")
         if self.finetune and trainer.world_size > 1:
             raise ValueError(
                 f"{who}: finetune=true runs fit #2 in a fresh single-process Trainer, which DDP ranks would race on; "

@@ -1,6 +1,7 @@
 """Span-seminorm diagnostics of tabular average-reward Q-learning on a grid of transition counts (``avg_reward_q``).
 
-``SpanSeminormLogger`` asks ``AverageRewardQLearning`` to stop at each grid point ``k`` (the module splits its chunks
+``SpanSeminormLogger`` asks ``AverageRewardQLearning`` (protocol :class:`KGridModule`, checked in ``setup``) to stop
+at each grid point ``k`` (the module splits its chunks
 there, which does not change the updates) and records: span error sp(Q−Q*) (and its MSE over replicas), sp(Q−Q̄),
 greedy agreement with π* and with greedy(Q̄), gain regret, drift mean(Q), the pointwise error ‖Q−Q*_c‖∞ (with
 centering), visit counts and realised stepsizes. The curve is kept in :attr:`curve` (lists keyed by metric) and sent
@@ -10,12 +11,13 @@ to every logger with ``step=k``.
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 from lightning.pytorch import Callback, LightningModule, Trainer
 
-from zoo.core.datamodule import require
+from zoo.core.protocols import check
 
 
 def k_grid(kind: str, n_points: int, k_min: int, k_max: int) -> list[int]:
@@ -27,6 +29,27 @@ def k_grid(kind: str, n_points: int, k_min: int, k_max: int) -> list[int]:
                          f"{k_min}, {k_max}")  # fmt: skip
     pts = np.geomspace(k_min, k_max, n_points) if kind == "geometric" else np.linspace(k_min, k_max, n_points)
     return sorted({int(round(p)) for p in pts})
+
+
+@runtime_checkable
+class KGridModule(Protocol):
+    """What :class:`SpanSeminormLogger` needs of the module (``AverageRewardQLearning``)."""
+
+    def add_k_hook(self, ks: list[int], hook: Callable[[Any, int], None]) -> None:
+        """Call ``hook(module, k)`` when the transition counter reaches each of ``ks``."""
+        ...
+
+    def metrics(self) -> dict[str, float]:
+        """The span diagnostics at the current transition count."""
+        ...
+
+
+@runtime_checkable
+class StepsData(Protocol):
+    """What :class:`SpanSeminormLogger` needs of the datamodule when ``k_max`` is not given."""
+
+    #: Transitions per epoch.
+    steps: int
 
 
 class SpanSeminormLogger(Callback):
@@ -56,13 +79,13 @@ class SpanSeminormLogger(Callback):
         """Register the grid with the module (which needs ``add_k_hook``)."""
         if stage != "fit":
             return
-        add = require(pl_module, "add_k_hook", "SpanSeminormLogger")
+        check(pl_module, KGridModule, "SpanSeminormLogger", "module")
         k_max = self.k_max
         if k_max is None:
-            steps = require(trainer.datamodule, "steps", "SpanSeminormLogger")
+            steps = check(trainer.datamodule, StepsData, "SpanSeminormLogger(k_max=None)", "datamodule").steps
             k_max = int(steps) * max(1, trainer.max_epochs or 1)
         self._trainer = trainer
-        add(k_grid(self.grid, self.n_points, min(self.k_min, k_max), k_max), self.record)
+        pl_module.add_k_hook(k_grid(self.grid, self.n_points, min(self.k_min, k_max), k_max), self.record)
 
     def record(self, module: Any, k: int) -> None:
         """Compute the diagnostics at ``k``, append them to :attr:`curve` and send them to the loggers."""

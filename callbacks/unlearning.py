@@ -7,13 +7,15 @@ module's original recipe on the whole training set, unless ``--model.init_args.p
 oracle (the same recipe on the retain set only), both fitted by inner Lightning ``Trainer`` runs and cached; the
 metrics and the gap to the oracle are logged every ``eval_every_n_epochs`` and written to ``unlearning.json``.
 
-Module protocol (checked in ``setup``): ``forget_loss(batch)``, ``retain_loss(batch)``, ``unlearning_metrics(dm)``,
-``gap_metrics`` (names averaged into the gap); optional ``concat_losses(forget, retain)`` (one forward on the
-concatenated batch), ``unlearn_parameters()``, ``random_label_loss(batch)`` (SalUn), ``distill_loss(batch, teacher,
-temperature)`` and ``model`` (SCRUB). Datamodule protocol: ``with_phase(phase)``, ``split_info()``, ``seed``; optional
-``attach_original(module)``, called once the original weights are in place and before the oracle is trained, for a
-forget set that the original model defines (``xrlhf`` explains unsatisfactory responses with the original RM's
-features).
+Module protocol :class:`Unlearnable` (checked in ``setup``): ``forget_loss(batch)``, ``retain_loss(batch)``,
+``unlearning_metrics(dm)``, ``gap_metrics`` (names averaged into the gap), plus per strategy
+``random_label_loss(batch)`` (SalUn), ``distill_loss(batch, teacher, temperature)`` and ``model`` (SCRUB),
+``rmu_losses``, ``rmu_retain_loss`` and ``prepare_unlearning`` (RMU); optional ``concat_losses(forget, retain)``
+(one forward on the concatenated batch) and ``unlearn_parameters()``. :class:`UnlearnableModule` is the base that
+hands the step to the callback. Datamodule protocol :class:`UnlearningData`: ``with_phase(phase)``,
+``split_info()``; optional ``attach_original(module)``, called once the original weights are in place and before the
+oracle is trained, for a forget set that the original model defines (``xrlhf``'s module explains unsatisfactory
+responses with the original RM's features).
 """
 
 from __future__ import annotations
@@ -24,16 +26,17 @@ import json
 import os
 import warnings
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer, seed_everything
 from torch import Tensor
 
 from zoo.core.config import run_dir
-from zoo.core.datamodule import require
+from zoo.core.gradients import cosine_rho, dot, global_norm, projection_coefficients
+from zoo.core.module import ZooModule
+from zoo.core.protocols import check
 from zoo.core.rng import preserved_rng
-from zoo.uam.model import cosine_rho, dot, global_norm, projection_coefficients
 
 Strategy = Literal[
     "uam", "finetune", "neggrad", "neggrad_plus", "graddiff", "l1_sparse", "salun", "scrub", "rmu", "rmu_uam", "retrain"
@@ -47,6 +50,65 @@ _NEEDS = {
     "rmu": ("rmu_losses", "rmu_retain_loss", "prepare_unlearning"),
     "rmu_uam": ("rmu_losses", "rmu_retain_loss", "prepare_unlearning"),
 }
+
+
+@runtime_checkable
+class Unlearnable(Protocol):
+    """What :class:`UnlearningCallback` needs of every module it drives (strategies add the names in ``_NEEDS``)."""
+
+    #: Metric names averaged into the gap to the Retrain oracle.
+    gap_metrics: tuple[str, ...]
+
+    def forget_loss(self, batch: Any) -> Tensor:
+        """Loss on a forget batch (ascended, or its gradient defines the UAM perturbation)."""
+        ...
+
+    def retain_loss(self, batch: Any) -> Tensor:
+        """Loss on a retain batch."""
+        ...
+
+    def unlearning_metrics(self, datamodule: Any) -> dict[str, float]:
+        """Forget/retain/test metrics on the datamodule's full splits."""
+        ...
+
+
+@runtime_checkable
+class UnlearningData(Protocol):
+    """What :class:`UnlearningCallback` needs of the datamodule."""
+
+    def with_phase(self, phase: str) -> Any:
+        """The same data serving one phase (``original``, ``retrain``, ``unlearn``)."""
+        ...
+
+    def split_info(self) -> dict[str, Any]:
+        """The forget/retain split, for ``unlearning.json``."""
+        ...
+
+
+class UnlearnableModule(ZooModule):
+    """Base of the modules :class:`UnlearningCallback` drives (a method opts in by subclassing it).
+
+    Without the callback, ``training_step`` is the supervised step of the original recipe; with it, the callback's
+    ``unlearning_step`` (manual optimisation). Subclasses provide the :class:`Unlearnable` members: ``forget_loss``,
+    ``retain_loss``, ``unlearning_metrics`` and ``gap_metrics``.
+    """
+
+    #: Metrics averaged into the gap to the Retrain oracle.
+    gap_metrics: ClassVar[tuple[str, ...]] = ()
+    #: Hyperparameters only the unlearning phase reads: left out of the cache key of the original and the oracle,
+    #: so changing the unlearning recipe never retrains them.
+    unlearning_only_hparams: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, **kwargs: Any) -> None:
+        #: The attached :class:`UnlearningCallback` (set by its ``setup``), else ``None``.
+        self.unlearning: Any = None
+        super().__init__(**kwargs)
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor | None:
+        """Delegate to the unlearning callback when one is attached, else the supervised step."""
+        if self.unlearning is not None:
+            return self.unlearning.unlearning_step(self, batch)
+        return super().training_step(batch, batch_idx)
 
 
 class UnlearningCallback(Callback):
@@ -187,13 +249,8 @@ class UnlearningCallback(Callback):
         if stage != "fit":
             return
         who = f"UnlearningCallback(strategy={self.strategy})"
-        needs = ("forget_loss", "retain_loss", "unlearning_metrics", "gap_metrics", *_NEEDS.get(self.strategy, ()))
-        for method in needs:
-            if not hasattr(pl_module, method):
-                raise AttributeError(f"{who} needs `{type(pl_module).__name__}.{method}`, which this module lacks")
-        dm = trainer.datamodule
-        for method in ("with_phase", "split_info"):
-            require(dm, method, who)
+        check(pl_module, Unlearnable, who, "module", extra=_NEEDS.get(self.strategy, ()))
+        dm = check(trainer.datamodule, UnlearningData, who, "datamodule")
         pl_module.automatic_optimization = False
         pl_module.unlearning = self
         # fast_dev_run is a smoke test: one epoch each for the original and the oracle.

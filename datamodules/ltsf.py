@@ -38,6 +38,7 @@ import pandas as pd
 import torch
 from torch.utils.data import DataLoader, Dataset, default_collate
 
+from zoo.core.cache import cache_root
 from zoo.core.datamodule import SplitLoaders, ZooDataModule
 
 __all__ = [
@@ -72,11 +73,6 @@ _SOURCES = ("synthetic_ett", "taylor", "elecdemand", "co2", "macrodata")
 _FORMATS = ("auto", "ett_hour", "ett_minute", "custom")
 #: Bumped whenever the synthetic ETT generator changes (part of the cached file name).
 _SYNTH_VERSION = 1
-
-
-def cache_root() -> Path:
-    """The zoo's user cache folder: ``$ZOO_CACHE``, default ``~/.cache/zoo``."""
-    return Path(os.environ.get("ZOO_CACHE", Path.home() / ".cache" / "zoo"))
 
 
 def atomic_write(target: Path, write: Any) -> None:

@@ -24,7 +24,9 @@ Sequences are ``prompt <sep> response <eos>`` with the corpus's word vocabulary 
 The forget set needs the original RM's features, so it is built by ``attach_original(module)``, which
 ``callbacks.unlearning.UnlearningCallback`` calls once the original weights are in place: ``Δφ`` of every training
 pair, ``φ`` of every test candidate, the RLHF response ``argmax_y [s + r̂/β]``, the unsatisfactory split
-``r_eval(y_rl) < r_eval(y_sft)``, one explanation per unsatisfactory item (``selector``), the union as forget set.
+``r_eval(y_rl) < r_eval(y_sft)``; then the module's ``select_forget`` (``--model.init_args.selector``) explains each
+unsatisfactory item, and the union is the forget set. ``--data.init_args.selector`` (and ``k_cand``, ``tau``,
+``pca_dim``) are deprecated aliases, forwarded to the module.
 Phases: ``original`` (every pair; works before ``attach_original``), ``retrain`` (the retained pairs) and ``unlearn``
 (``{"forget": pairs, "retain": pairs}``, one retain epoch per epoch, each retain batch with a fresh forget batch).
 """
@@ -42,8 +44,9 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, RandomSampler
 
 from datamodules.json_records import read_json_records
-from datamodules.preferences import planted_recall
+from datamodules.preferences import SELECTION_ARGS, ForgetSelector, deprecated_selection, planted_recall
 from datamodules.unlearning import Phase, PhasedDataModule, batched_loader
+from zoo.core.protocols import check
 
 Selector = Literal["convex", "knn", "random", "tracin", "representer", "planted", "random_set"]
 SELECTORS = ("convex", "knn", "random", "tracin", "representer", "planted", "random_set")
@@ -166,18 +169,14 @@ class PreferenceLMDataModule(PhasedDataModule):
         seed: seed of the world, the random selectors and the unlearning shuffles.
         n_train: training prompts (one comparison each) of the world.
         n_test: test prompts of the world.
-        selector: how ``S_all`` is chosen (as in ``datamodules.preferences``): ``convex`` (the method), ``knn``,
-            ``random``, ``tracin``, ``representer`` (baselines with the convex set's size per item, the last two on
-            the RM's head ``θ``), ``random_set`` (one random set of the convex union's size) or ``planted`` (the
-            ground truth; needs it).
-        k_cand: candidates per growth step of the convex selector.
-        tau: relative-residual target of the convex selector.
+        selector: deprecated, use ``--model.init_args.selector`` (given: forwarded to the module).
+        k_cand: deprecated, use ``--model.init_args.k_cand`` (given: forwarded to the module).
+        tau: deprecated, use ``--model.init_args.tau`` (given: forwarded to the module).
         target: ``phi`` (``φ̄ = φ(x̄, ȳ)``) or ``phi_minus_sft`` (``φ(x̄, ȳ) − φ(x̄, y_sft)``).
         center: centre every test prompt's candidate features over its M candidates before explaining (the world's
             convention, without loss of generality: BT and the policy ignore per-prompt shifts); a raw GPT-2 state
             carries a large common component that no convex combination of differences ``Δφ`` can reach.
-        pca_dim: explain in the span of the top ``pca_dim`` principal components of ``{Δφ_i}`` (the card's knob,
-            ``ConvexExplainer(pca_dim=...)``; a linear map, so convex combinations are kept); None: all ``n_embd``.
+        pca_dim: deprecated, use ``--model.init_args.pca_dim`` (given: forwarded to the module).
         beta: KL coefficient of the RLHF policy ``argmax_y [s + r̂/β]``.
         max_items: explain only the first N unsatisfactory items (None: all); the win rates still cover every prompt.
         max_length: sequences keep their last ``max_length`` tokens.
@@ -189,7 +188,8 @@ class PreferenceLMDataModule(PhasedDataModule):
 
     def __init__(self, source: Literal["world", "jsonl"] = "world", path: str | None = None,
                  test_path: str | None = None, seed: int = 0, n_train: int = 600, n_test: int = 200,
-                 selector: Selector = "convex", k_cand: int = 100, tau: float = 0.05, target: Target = "phi",
+                 selector: Selector | None = None, k_cand: int | None = None, tau: float | None = None,
+                 target: Target = "phi",
                  center: bool = True, pca_dim: int | None = None, beta: float = 0.1, max_items: int | None = None,
                  max_length: int = 64, batch_size: int = 32, forget_batch_size: int = 32, eval_batch_size: int = 512,
                  phase: Phase = "unlearn") -> None:  # fmt: skip
@@ -199,7 +199,7 @@ class PreferenceLMDataModule(PhasedDataModule):
         if source == "jsonl" and (path is None or test_path is None):
             raise ValueError("--data.init_args.source=jsonl needs --data.init_args.path=<train.jsonl> and "
                              "--data.init_args.test_path=<test.jsonl>")  # fmt: skip
-        if selector not in SELECTORS:
+        if selector is not None and selector not in SELECTORS:
             raise ValueError(f"--data.init_args.selector={selector!r}: expected one of {', '.join(SELECTORS)}")
         if target not in ("phi", "phi_minus_sft"):
             raise ValueError(f"--data.init_args.target={target!r}: expected phi or phi_minus_sft")
@@ -207,13 +207,20 @@ class PreferenceLMDataModule(PhasedDataModule):
             raise ValueError(f"--data.init_args.phase={phase!r}: expected original, retrain or unlearn")
         if beta <= 0:
             raise ValueError(f"--data.init_args.beta={beta} must be > 0")
-        if min(n_train, n_test, batch_size, forget_batch_size, eval_batch_size, k_cand) < 1 or max_length < 3:
+        if min(n_train, n_test, batch_size, forget_batch_size, eval_batch_size, k_cand or 1) < 1 or max_length < 3:
             raise ValueError("--data.init_args: n_train, n_test, batch sizes and k_cand must be >= 1, max_length >= 3")
         if pca_dim is not None and pca_dim < 1:
             raise ValueError(f"--data.init_args.pca_dim={pca_dim} must be None or >= 1")
-        self.save_hyperparameters()
+        # The deprecated selection arguments belong to the module (forwarded into its hparams at attach_original):
+        # kept out of these hparams, which Lightning merges with the module's for the loggers.
+        self.save_hyperparameters(ignore=list(SELECTION_ARGS))
         self.source, self.path, self.test_path, self.seed = source, path, test_path, seed
-        self.selector, self.phase, self.beta, self.max_length = selector, phase, beta, max_length
+        self.selection = deprecated_selection(
+            "PreferenceLMDataModule", {"selector": selector, "k_cand": k_cand, "tau": tau, "pca_dim": pca_dim}
+        )
+        #: The selector that built the forget set (the module's, or the deprecated data argument), once attached.
+        self.selector: str | None = selector
+        self.phase, self.beta, self.max_length = phase, beta, max_length
         self.batch_size, self.forget_batch_size, self.eval_batch_size = batch_size, forget_batch_size, eval_batch_size
         from zoo.xrlhf.lm import WordVocab
 
@@ -258,12 +265,14 @@ class PreferenceLMDataModule(PhasedDataModule):
         """Tokenize the pairs and the test candidates (once)."""
         if self._tensors is not None:
             return
-        from zoo.xrlhf.lm import pad_right
+        from zoo.core.lm import pad_batch
+        from zoo.xrlhf.lm import PAD_ID
 
         t, enc, n = self.texts, self.vocab.encode_pair, self.max_length
-        chosen = pad_right([enc(p, c, n) for p, c in zip(t.prompts, t.chosen, strict=True)])
-        rejected = pad_right([enc(p, r, n) for p, r in zip(t.prompts, t.rejected, strict=True)])
-        test = pad_right([enc(p, y, n) for p, ys in zip(t.test_prompts, t.test_responses, strict=True) for y in ys])
+        chosen = pad_batch([enc(p, c, n) for p, c in zip(t.prompts, t.chosen, strict=True)], PAD_ID)
+        rejected = pad_batch([enc(p, r, n) for p, r in zip(t.prompts, t.rejected, strict=True)], PAD_ID)
+        pairs = [enc(p, y, n) for p, ys in zip(t.test_prompts, t.test_responses, strict=True) for y in ys]
+        test = pad_batch(pairs, PAD_ID)
         self._tensors = {"chosen_ids": chosen[0], "chosen_mask": chosen[1], "rejected_ids": rejected[0],
                          "rejected_mask": rejected[1], "test_ids": test[0], "test_mask": test[1]}  # fmt: skip
         self.sft_logits, self.r_eval = t.sft_logits, t.r_eval
@@ -295,13 +304,15 @@ class PreferenceLMDataModule(PhasedDataModule):
 
     # -- the original RM defines the forget set ------------------------------------------------------------------------
     def attach_original(self, module: Any) -> None:
-        """Explain the original RM's unsatisfactory responses and build the forget and retain sets.
+        """Compute the original RM's features, ask the module to explain its unsatisfactory responses, split the pairs.
 
         Args:
-            module: the module holding the original RM as ``module.model`` (a ``zoo.xrlhf.lm.GPT2RewardModel``).
+            module: the module holding the original RM as ``module.model`` (a ``zoo.xrlhf.lm.GPT2RewardModel``) and
+                the selector (``select_forget``).
         """
         from zoo.xrlhf.lm import score
 
+        check(module, ForgetSelector, "PreferenceLMDataModule.attach_original", "module")
         self.setup()
         model, tensors, bs = module.model, self._tensors, self.eval_batch_size
         phi_c, _ = score(model, tensors["chosen_ids"], tensors["chosen_mask"], bs)
@@ -321,47 +332,11 @@ class PreferenceLMDataModule(PhasedDataModule):
         self.targets = phi[self.items, self.rl[self.items]]
         if self.hparams.target == "phi_minus_sft":
             self.targets = self.targets - phi[self.items, self.sft[self.items]]
-        self.explanations = self._explain()
-        self.forget_idx = np.unique(np.concatenate([e["indices"] for e in self.explanations])) if self.explanations \
-            else np.zeros(0, dtype=int)  # fmt: skip
-        if self.selector == "random_set":  # one uniform set as large as the convex union (no per-item provenance)
-            rng = np.random.default_rng(self.seed + 104729)
-            self.forget_idx = np.sort(rng.choice(self.n_pairs, size=len(self.forget_idx), replace=False))
-            self.explanations = [{"item": -1, "indices": self.forget_idx}]
+        self.explanations, self.forget_idx = module.select_forget(self, **self.selection)
+        self.selector = module.selector
         self.retain_mask = np.ones(self.n_pairs, dtype=bool)
         self.retain_mask[self.forget_idx] = False
         self.attached = True
-
-    def _explain(self) -> list[dict[str, Any]]:
-        """Per unsatisfactory item: the selected training comparisons (and the convex weights), with provenance."""
-        from zoo.xrlhf.explain import ConvexExplainer, knn_select, random_select, representer_select, tracin_select
-
-        if self.selector == "planted":
-            return [{"item": -1, "indices": np.flatnonzero(self.corrupted)}]
-        points, targets = self.delta_phi, self.targets
-        pca_dim = self.hparams.pca_dim if self.hparams.pca_dim is not None and self.hparams.pca_dim < points.shape[1] \
-            else None  # fmt: skip
-        explainer = ConvexExplainer(k_cand=self.hparams.k_cand, tau=self.hparams.tau, pca_dim=pca_dim).fit(points)
-        rng = np.random.default_rng(self.seed + 7919)
-        out = []
-        for item, full_target in zip(self.items, targets, strict=True):
-            convex = explainer.explain(full_target)
-            size = len(convex.indices)
-            match self.selector:
-                case "convex" | "random_set":
-                    indices, alpha = convex.indices, convex.alpha.tolist()
-                case "knn":
-                    indices, alpha = knn_select(points, full_target, size), None
-                case "random":
-                    indices, alpha = random_select(self.n_pairs, size, rng), None
-                case "tracin":
-                    indices, alpha = tracin_select(self.delta_phi, full_target, self.theta_original, size), None
-                case _:
-                    indices = representer_select(self.delta_phi, full_target, self.theta_original, size)
-                    alpha = None
-            out.append({"item": int(item), "indices": np.asarray(indices, dtype=int), "alpha": alpha,
-                        "residual": convex.residual, "feasible": bool(convex.feasible)})  # fmt: skip
-        return out
 
     def _require_attached(self, what: str) -> None:
         if not self.attached:

@@ -1,10 +1,13 @@
 """Preference comparisons for ``xrlhf``: the card's synthetic world (default) or a precomputed-feature ``.npz``.
 
 At ``setup`` the datamodule fits the card's linear Bradley-Terry RM exactly (numpy, full-batch GD: the recipe the
-module's original phase runs), derives the SFT and RLHF responses of the test prompts (``argmax_y [s + r̂/β]``),
-splits them into unsatisfactory (``r_eval(y_rl) < r_eval(y_sft)``) and satisfactory pairs, and explains every
-unsatisfactory pair with ``selector`` (``ConvexExplainer`` by default). The union ``S_all`` of the selected comparisons
-is the forget set; the rest is retained. Phases for ``callbacks.unlearning.UnlearningCallback``:
+module's original phase runs), derives the SFT and RLHF responses of the test prompts (``argmax_y [s + r̂/β]``) and
+splits them into unsatisfactory (``r_eval(y_rl) < r_eval(y_sft)``) and satisfactory pairs. The forget set is the
+method's choice: ``attach_original(module)`` (called by the callback once the original weights are in place) asks the
+module's ``select_forget`` (``--model.init_args.selector``, ``ConvexExplainer`` by default) for the union ``S_all`` of
+the comparisons that explain the unsatisfactory items; the rest is retained. ``--data.init_args.selector`` (and
+``k_cand``, ``tau``, ``pca_dim``) are deprecated aliases, forwarded to the module. Phases for
+``callbacks.unlearning.UnlearningCallback``:
 
 - ``original``: every comparison, one full batch per step (``steps_per_epoch`` steps per epoch);
 - ``retrain``: the retained comparisons only (the exact oracle);
@@ -20,7 +23,8 @@ Lightning fits match the numpy fit the explanations used (to 1e-10).
 from __future__ import annotations
 
 import time
-from typing import Any, Literal
+import warnings
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import torch
@@ -28,10 +32,41 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
 from datamodules.unlearning import Phase, PhasedDataModule
+from zoo.core.protocols import check
 
+#: The deprecated data-side selector (``--model.init_args.selector`` of the xrlhf modules replaces it).
 Selector = Literal["convex", "knn", "random", "tracin", "representer", "planted", "random_set"]
+SELECTORS = ("convex", "knn", "random", "tracin", "representer", "planted", "random_set")
 Target = Literal["phi", "phi_minus_sft"]
 UnlearnMode = Literal["rm", "policy_pairs"]
+#: The deprecated data-side selection arguments, forwarded to the module's ``select_forget``.
+SELECTION_ARGS = ("selector", "k_cand", "tau", "pca_dim")
+
+
+class ForgetSelector(Protocol):
+    """What ``attach_original`` needs of the module: its selector and the forget set it selects."""
+
+    #: The selector in use (``--model.init_args.selector``).
+    selector: str
+
+    def select_forget(self, datamodule: Any, **overrides: Any) -> tuple[list[dict[str, Any]], np.ndarray]:
+        """``(explanations, forget indices)`` for the datamodule's unsatisfactory items."""
+        ...
+
+
+def deprecated_selection(who: str, values: dict[str, Any]) -> dict[str, Any]:
+    """The selection arguments given to a datamodule (not ``None``), with a warning that they moved to the model."""
+    given = {k: v for k, v in values.items() if v is not None}
+    if given:
+        flags = ", ".join(f"--data.init_args.{k}" for k in given)
+        warnings.warn(
+            f"{who}: {flags} deprecated: the forget-set selection is the method's choice; use "
+            f"--model.init_args.{{selector,k_cand,tau,pca_dim}} (the given values are forwarded to the module and "
+            f"override its own)",
+            FutureWarning,
+            stacklevel=3,
+        )
+    return given
 
 
 class _Repeated(Dataset):
@@ -56,13 +91,10 @@ class PreferenceDataModule(PhasedDataModule):
         n_train: training prompts (one comparison each) of the world.
         n_test: test prompts of the world.
         corrupt_threshold: the planted region ``x_0 > threshold``.
-        selector: how ``S_all`` is chosen: ``convex`` (the method), ``knn``/``random``/``tracin``/``representer``
-            (baselines with the convex set's size per item), ``random_set`` (one random set of the convex union's
-            size: the card's removal baseline) or ``planted`` (the ground-truth oracle).
-        k_cand: candidates per growth step of the convex selector.
-        tau: relative-residual target of the convex selector.
-        pca_dim: project ``φ`` onto the top-k principal components of ``{Δφ_i}`` before the convex selection
-            (None: the full space).
+        selector: deprecated, use ``--model.init_args.selector`` (given: forwarded to the module).
+        k_cand: deprecated, use ``--model.init_args.k_cand`` (given: forwarded to the module).
+        tau: deprecated, use ``--model.init_args.tau`` (given: forwarded to the module).
+        pca_dim: deprecated, use ``--model.init_args.pca_dim`` (given: forwarded to the module).
         target: ``phi`` (``φ(x̄, ȳ)``, the paper) or ``phi_minus_sft`` (``φ(x̄, ȳ) − φ(x̄, y_sft)``, ours).
         beta: KL coefficient of the closed-form policy.
         rm_l2: L2 of the BT fit.
@@ -76,12 +108,13 @@ class PreferenceDataModule(PhasedDataModule):
     """
 
     def __init__(self, path: str | None = None, seed: int = 0, n_train: int = 2000, n_test: int = 1000,
-                 corrupt_threshold: float = 1.0, selector: Selector = "convex", k_cand: int = 100, tau: float = 0.05,
-                 pca_dim: int | None = None, target: Target = "phi", beta: float = 0.1, rm_l2: float = 1e-3,
-                 rm_lr: float = 0.5, rm_steps: int = 4000, steps_per_epoch: int = 200, max_items: int | None = None,
-                 unlearn_mode: UnlearnMode = "rm", phase: Phase = "unlearn") -> None:  # fmt: skip
+                 corrupt_threshold: float = 1.0, selector: Selector | None = None, k_cand: int | None = None,
+                 tau: float | None = None, pca_dim: int | None = None, target: Target = "phi", beta: float = 0.1,
+                 rm_l2: float = 1e-3, rm_lr: float = 0.5, rm_steps: int = 4000, steps_per_epoch: int = 200,
+                 max_items: int | None = None, unlearn_mode: UnlearnMode = "rm",
+                 phase: Phase = "unlearn") -> None:  # fmt: skip
         super().__init__()
-        if selector not in ("convex", "knn", "random", "tracin", "representer", "planted", "random_set"):
+        if selector is not None and selector not in SELECTORS:
             raise ValueError(f"--data.init_args.selector={selector!r}: expected convex, knn, random, tracin, "
                              f"representer, planted or random_set")  # fmt: skip
         if target not in ("phi", "phi_minus_sft"):
@@ -94,11 +127,19 @@ class PreferenceDataModule(PhasedDataModule):
             raise ValueError(f"--data.init_args.phase={phase!r}: expected original, retrain or unlearn")
         if beta <= 0 or steps_per_epoch < 1 or rm_steps < 1:
             raise ValueError("--data.init_args.beta must be > 0 and steps_per_epoch, rm_steps >= 1")
-        self.save_hyperparameters()
-        self.path, self.seed, self.selector, self.phase = path, seed, selector, phase
-        self.unlearn_mode = unlearn_mode
+        # The deprecated selection arguments belong to the module (forwarded into its hparams at attach_original):
+        # kept out of these hparams, which Lightning merges with the module's for the loggers.
+        self.save_hyperparameters(ignore=list(SELECTION_ARGS))
+        self.path, self.seed, self.phase = path, seed, phase
+        self.selection = deprecated_selection(
+            "PreferenceDataModule", {"selector": selector, "k_cand": k_cand, "tau": tau, "pca_dim": pca_dim}
+        )
+        #: The selector that built the forget set (the module's, or the deprecated data argument), once attached.
+        self.selector: str | None = selector
+        self.unlearn_mode, self.rm_l2 = unlearn_mode, rm_l2
         self.steps_per_epoch = steps_per_epoch
         self._ready = False
+        self.attached = False
         self.input_dim = self._peek_dim()
         if pca_dim is not None and pca_dim > self.input_dim:
             raise ValueError(f"--data.init_args.pca_dim={pca_dim} exceeds the feature dimension {self.input_dim}")
@@ -114,7 +155,7 @@ class PreferenceDataModule(PhasedDataModule):
 
     # -- data ----------------------------------------------------------------------------------------------------------
     def setup(self, stage: str | None = None) -> None:
-        """Load or generate, fit the RM, split the test pairs, explain and build the forget set (once)."""
+        """Load or generate, fit the RM and split the test pairs (once); the forget set comes with attach_original."""
         if self._ready:
             return
         from zoo.xrlhf.world import fit_bt, make_world, rlhf_choice
@@ -144,48 +185,24 @@ class PreferenceDataModule(PhasedDataModule):
         self.targets = test_phi[self.items, rl[self.items]]
         if hp.target == "phi_minus_sft":
             self.targets = self.targets - test_phi[self.items, sft[self.items]]
-        start = time.perf_counter()
-        self.explanations = self._explain(theta)
-        self.explain_seconds = time.perf_counter() - start
-        self.forget_idx = np.unique(np.concatenate([e["indices"] for e in self.explanations])) if self.explanations \
-            else np.zeros(0, dtype=int)  # fmt: skip
-        if self.selector == "random_set":  # one uniform set as large as the convex union (no per-item provenance)
-            rng = np.random.default_rng(self.seed + 104729)
-            self.forget_idx = np.sort(rng.choice(len(delta), size=len(self.forget_idx), replace=False))
-            self.explanations = [{"item": -1, "indices": self.forget_idx, "alpha": None}]
-        self.retain_mask = np.ones(len(delta), dtype=bool)
-        self.retain_mask[self.forget_idx] = False
         self._ready = True
 
-    def _explain(self, theta: np.ndarray) -> list[dict[str, Any]]:
-        """Per unsatisfactory item: the selected indices (and the convex weights), with provenance."""
-        from zoo.xrlhf.explain import ConvexExplainer, knn_select, random_select, representer_select, tracin_select
+    def attach_original(self, module: Any) -> None:
+        """Ask the module for the forget set (its ``select_forget``) and split the comparisons into forget and retain.
 
-        hp = self.hparams
-        if self.selector == "planted":
-            if self.corrupted is None:
-                raise ValueError(f"{self.path}: selector=planted needs the 'corrupted' ground truth in the npz")
-            return [{"item": -1, "indices": np.flatnonzero(self.corrupted), "alpha": None}]
-        explainer = ConvexExplainer(k_cand=hp.k_cand, tau=hp.tau, pca_dim=hp.pca_dim).fit(self.delta_phi)
-        rng = np.random.default_rng(self.seed + 7919)
-        out = []
-        for item, target in zip(self.items, self.targets, strict=True):
-            convex = explainer.explain(target)
-            size = len(convex.indices)
-            match self.selector:
-                case "convex" | "random_set":
-                    indices, alpha = convex.indices, convex.alpha
-                case "knn":
-                    indices, alpha = knn_select(self.delta_phi, target, size), None
-                case "random":
-                    indices, alpha = random_select(len(self.delta_phi), size, rng), None
-                case "tracin":
-                    indices, alpha = tracin_select(self.delta_phi, target, theta, size), None
-                case _:
-                    indices, alpha = representer_select(self.delta_phi, target, theta, size, hp.rm_l2), None
-            out.append({"item": int(item), "indices": np.asarray(indices, dtype=int), "alpha": alpha,
-                        "residual": convex.residual, "feasible": convex.feasible})  # fmt: skip
-        return out
+        Args:
+            module: the module whose selector explains the unsatisfactory items (``zoo.xrlhf.module.XRLHFModule``);
+                the explanations use this datamodule's exact numpy fit ``theta_original``.
+        """
+        self.setup()
+        check(module, ForgetSelector, "PreferenceDataModule.attach_original", "module")
+        start = time.perf_counter()
+        self.explanations, self.forget_idx = module.select_forget(self, **self.selection)
+        self.explain_seconds = time.perf_counter() - start
+        self.selector = module.selector
+        self.retain_mask = np.ones(len(self.delta_phi), dtype=bool)
+        self.retain_mask[self.forget_idx] = False
+        self.attached = True
 
     def _tensor(self, mask_or_idx: np.ndarray | None = None) -> tuple[Tensor]:
         """A ``(Δφ,)`` batch (a 1-tuple, as ``TensorDataset`` batches are)."""
@@ -200,6 +217,11 @@ class PreferenceDataModule(PhasedDataModule):
         self.setup()
         if self.phase == "original":
             return self._repeat(self._tensor())
+        if not self.attached:
+            raise RuntimeError(
+                f"PreferenceDataModule: phase={self.phase} needs the forget set, which the module's "
+                "selector defines; call attach_original(module) first (UnlearningCallback does)"
+            )
         if self.phase == "retrain":
             return self._repeat(self._tensor(self.retain_mask))
         if len(self.forget_idx) == 0:
@@ -241,6 +263,10 @@ class PreferenceDataModule(PhasedDataModule):
             "source": "npz" if self.path else "world", "seed": self.seed, "selector": self.selector,
             "unlearn_mode": self.unlearn_mode,
             "n_train": len(self.delta_phi), "n_test": len(self.test_phi), "n_unsatisfactory": len(self.items),
+        }  # fmt: skip
+        if not self.attached:
+            return info
+        info |= {
             "n_forget": len(self.forget_idx), "forget_indices": self.forget_idx.tolist(),
             "explain_seconds": self.explain_seconds,
             "per_item": [{"item": e["item"], "indices": e["indices"].tolist()} for e in self.explanations],

@@ -40,8 +40,9 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from datamodules.ltsf import atomic_write, cache_root, collate_windows, gather_windows
+from datamodules.ltsf import atomic_write, collate_windows, gather_windows
 from zoo.core import ZooDataModule
+from zoo.core.cache import cache_root
 
 __all__ = [
     "DOMAIN_PERIODS",

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import ROOT
 from lightning.pytorch import Callback, Trainer
 
 import callbacks.unlearning as unlearning
@@ -24,9 +25,10 @@ QUIET: dict[str, Any] = {"accelerator": "cpu", "logger": False, "enable_progress
 
 @pytest.fixture(scope="module")
 def world_dm() -> PreferenceDataModule:
-    """The card's world (seed 0) with the convex forget set, set up once."""
+    """The card's world (seed 0) with the convex forget set (the module's default selector), set up once."""
     dm = PreferenceDataModule(seed=0)
     dm.setup()
+    dm.attach_original(XRLHFModule(input_dim=dm.input_dim))
     return dm
 
 
@@ -44,10 +46,11 @@ def _record_phases(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
 
 def _unlearn(dm: PreferenceDataModule, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-             strategy: str = "neggrad_plus") -> tuple[XRLHFModule, UnlearningCallback, dict[str, Any]]:  # fmt: skip
+             strategy: str = "neggrad_plus", **module_kwargs: Any,
+             ) -> tuple[XRLHFModule, UnlearningCallback, dict[str, Any]]:  # fmt: skip
     """One fit with the callback; also returns the original and oracle state dicts it trained."""
     states = _record_phases(monkeypatch)
-    module = XRLHFModule(input_dim=dm.input_dim)
+    module = XRLHFModule(input_dim=dm.input_dim, **module_kwargs)
     cb = UnlearningCallback(strategy=strategy, beta=0.9, original_epochs=20, retrain_epochs=20, cache=False)
     Trainer(max_epochs=1, callbacks=[cb], default_root_dir=str(tmp_path), **QUIET).fit(module, datamodule=dm)
     return module, cb, states
@@ -102,12 +105,12 @@ def _direction(seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, selec
     """Unlearn one item's S(x̄) (NegGrad+, the default recipe); the first step where r̂(φ̄) has dropped by
     0.5·std(r̂ over the test candidates), the mean |Δr̂| over the satisfactory (x, y_rl) pairs there (None when the
     drop is never reached), and the final drop, all in units of that std."""  # noqa: D205
-    dm = PreferenceDataModule(seed=seed, max_items=1, selector=selector)  # type: ignore[arg-type]
+    dm = PreferenceDataModule(seed=seed, max_items=1)
     path = _ThetaPath()
     states = _record_phases(monkeypatch)
     cb = UnlearningCallback(strategy="neggrad_plus", beta=0.9, original_epochs=20, oracle=False, cache=False)
     Trainer(max_epochs=1, callbacks=[cb, path], default_root_dir=str(tmp_path), **QUIET).fit(
-        XRLHFModule(input_dim=dm.input_dim), datamodule=dm)  # fmt: skip
+        XRLHFModule(input_dim=dm.input_dim, selector=selector), datamodule=dm)  # fmt: skip
     before = states["original"]["model.head.weight"][0].numpy()
     std = float((dm.test_phi @ before).std())
     rows = np.flatnonzero(~dm.unsatisfactory)
@@ -138,8 +141,54 @@ def test_invalid_arguments_are_named() -> None:
         PreferenceDataModule(selector="oracle")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="input_dim"):
         XRLHFModule(input_dim=0)
+    with pytest.raises(ValueError, match=r"--model.init_args.selector='oracle'"):
+        XRLHFModule(selector="oracle")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"--model.init_args.pca_dim=30 exceeds the feature dimension 20"):
+        XRLHFModule(input_dim=20, pca_dim=30)
     with pytest.raises(FileNotFoundError, match="no such feature file"):
         PreferenceDataModule(path="/nonexistent/features.npz")
+
+
+def test_the_selector_is_the_models_and_the_data_argument_forwards(tmp_path: Path) -> None:
+    """``--model.init_args.selector`` picks the forget set; the deprecated ``--data.init_args.selector`` (a saved
+    YAML) warns and gives the same forget set, written into the module's hparams (logged and saved as what ran)."""  # noqa: D205
+    new = PreferenceDataModule(seed=3, n_train=400, n_test=200)
+    new.attach_original(XRLHFModule(input_dim=new.input_dim, selector="knn", k_cand=30))
+    with pytest.warns(FutureWarning, match=r"--data.init_args.selector, --data.init_args.k_cand deprecated"):
+        old = PreferenceDataModule(seed=3, n_train=400, n_test=200, selector="knn", k_cand=30)
+    module = XRLHFModule(input_dim=old.input_dim)
+    old.attach_original(module)
+    np.testing.assert_array_equal(old.forget_idx, new.forget_idx)
+    assert module.selector == module.hparams["selector"] == "knn" and module.hparams["k_cand"] == 30
+    assert old.split_info()["selector"] == new.split_info()["selector"] == "knn"
+    assert "selector" not in old.hparams  # Lightning merges both hparams for the loggers: no clash
+    with pytest.raises(RuntimeError, match="attach_original"):
+        PreferenceDataModule(seed=3, n_train=400, n_test=200).with_phase("retrain").train_dataloader()
+
+
+def test_a_saved_config_with_the_data_selector_still_runs(tmp_path: Path) -> None:
+    """An old YAML (selector under ``data``) parses, and the value reaches the module at ``attach_original``."""
+    import yaml
+
+    from zoo.cli import main
+
+    config = yaml.safe_load((ROOT / "configs/xrlhf/knn.yaml").read_text())
+    for key in ("selector", "k_cand", "tau", "pca_dim"):
+        config["data"]["init_args"][key] = config["model"]["init_args"].pop(key)
+    config["data"]["init_args"]["selector"] = "random"
+    (tmp_path / "old.yaml").write_text(yaml.safe_dump(config))
+    with pytest.warns(FutureWarning, match="--data.init_args.selector"):
+        cli = main(["-c", str(tmp_path / "old.yaml"), "--data.init_args.n_train=300", "--data.init_args.n_test=100",
+                    f"--trainer.default_root_dir={tmp_path}"], run=False)  # fmt: skip
+    cli.datamodule.attach_original(cli.model)
+    assert cli.model.selector == "random" and cli.datamodule.split_info()["selector"] == "random"
+
+
+def test_attach_original_names_a_module_without_a_selector() -> None:
+    """A module without ``select_forget`` fails in ``attach_original``, naming the hook, the class and the member."""
+    dm = PreferenceDataModule(seed=3, n_train=300, n_test=100)
+    with pytest.raises(AttributeError, match=r"PreferenceDataModule.attach_original.*`Bare.selector`, `Bare.select_"):
+        dm.attach_original(type("Bare", (), {})())
 
 
 def test_npz_path_runs_the_same_pipeline(tmp_path: Path) -> None:
@@ -149,10 +198,10 @@ def test_npz_path_runs_the_same_pipeline(tmp_path: Path) -> None:
     world = make_world(3, n_train=400, n_test=200)
     np.savez(tmp_path / "f.npz", delta_phi=world.delta_phi, corrupted=world.corrupted,
              phi_candidates=world.test_phi, sft_logits=world.sft_logits, r_eval=world.r_star)  # fmt: skip
-    from_file = PreferenceDataModule(path=str(tmp_path / "f.npz"), seed=3, k_cand=30)
-    from_world = PreferenceDataModule(seed=3, n_train=400, n_test=200, k_cand=30)
-    from_file.setup()
-    from_world.setup()
+    from_file = PreferenceDataModule(path=str(tmp_path / "f.npz"), seed=3)
+    from_world = PreferenceDataModule(seed=3, n_train=400, n_test=200)
+    from_file.attach_original(XRLHFModule(input_dim=from_file.input_dim, k_cand=30))
+    from_world.attach_original(XRLHFModule(input_dim=from_world.input_dim, k_cand=30))
     np.testing.assert_array_equal(from_file.forget_idx, from_world.forget_idx)
     assert from_file.input_dim == 20 and torch.is_tensor(from_file.train_dataloader().dataset.batch["forget"][0])
 
@@ -173,7 +222,8 @@ def test_policy_pairs_dpo_and_preservation_maths() -> None:
     assert float(dpo_pair_loss(model, delta, theta0, 2.0)) == pytest.approx(float(F.softplus(-2.0 * z).mean()))
     ref = torch.tensor([1.0, 1.0], dtype=torch.float64)
     assert float(keep_penalty(model, delta, ref)) == pytest.approx(float(((model(delta) - ref) ** 2).mean()))
-    dm = PreferenceDataModule(seed=1, n_train=400, n_test=200, k_cand=20, unlearn_mode="policy_pairs")
+    dm = PreferenceDataModule(seed=1, n_train=400, n_test=200, unlearn_mode="policy_pairs")
+    dm.attach_original(XRLHFModule(input_dim=dm.input_dim, k_cand=20))
     unlearn, retain = dm.policy_pairs()
     i = dm.items[0]
     np.testing.assert_allclose(unlearn[0], dm.test_phi[i, dm.sft[i]] - dm.test_phi[i, dm.rl[i]])
@@ -187,21 +237,21 @@ def test_strategy_retrain_policy_pairs_and_keep(mode: str, tmp_path: Path, monke
     """``strategy=retrain`` ends at a fresh BT fit on D∖S_all (test 5, θ within 1e-5); the policy-pairs DPO fixes
     unsatisfactory prompts; the preservation term keeps the satisfactory rewards closer than without it."""  # noqa: D205
     kwargs = {"unlearn_mode": "policy_pairs"} if mode == "policy_pairs" else {}
-    dm = PreferenceDataModule(seed=0, n_train=1000, n_test=500, k_cand=30, **kwargs)  # type: ignore[arg-type]
+    dm = PreferenceDataModule(seed=0, n_train=1000, n_test=500, **kwargs)  # type: ignore[arg-type]
     dm.setup()
     if mode == "retrain":
-        module, cb, _ = _unlearn(dm, tmp_path, monkeypatch, strategy="retrain")
+        module, cb, _ = _unlearn(dm, tmp_path, monkeypatch, strategy="retrain", k_cand=30)
         np.testing.assert_allclose(module.model.theta.numpy(), fit_bt(dm.delta_phi[dm.retain_mask]), atol=1e-5)
         assert cb.final["avg_gap_to_retrain_lower_is_better"] == 0.0
     elif mode == "policy_pairs":
-        module, cb, _ = _unlearn(dm, tmp_path, monkeypatch)
+        module, cb, _ = _unlearn(dm, tmp_path, monkeypatch, k_cand=30)
         assert cb.final["win_unsatisfactory_higher_is_better"] >= 0.5
         assert cb.final["win_satisfactory_higher_is_better"] >= 0.95
     else:
         sat = dm.satisfactory_phi()
         moved = {}
         for weight in (0.0, 1.0):
-            module = XRLHFModule(input_dim=20, keep_weight=weight)
+            module = XRLHFModule(input_dim=20, keep_weight=weight, k_cand=30)
             cb = UnlearningCallback(strategy="neggrad_plus", original_epochs=20, oracle=False, cache=True)
             Trainer(max_epochs=1, callbacks=[cb], default_root_dir=str(tmp_path), **QUIET).fit(module, datamodule=dm)
             moved[weight] = float(np.abs(sat @ (module.model.theta.numpy() - dm.theta_original)).mean())

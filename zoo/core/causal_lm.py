@@ -10,18 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-
-def decoder_blocks(model: nn.Module) -> nn.ModuleList:
-    """The transformer blocks of a Hugging Face causal LM (GPT-2 ``transformer.h``, Llama ``model.layers``)."""
-    for path in ("transformer.h", "model.layers", "gpt_neox.layers", "model.decoder.layers"):
-        obj: Any = model
-        for part in path.split("."):
-            obj = getattr(obj, part, None)
-            if obj is None:
-                break
-        if isinstance(obj, nn.ModuleList):
-            return obj
-    raise ValueError(f"{type(model).__name__}: no decoder blocks found (expected transformer.h or model.layers)")
+from zoo.core.lm import decoder_blocks as decoder_blocks  # re-exported: its old place
 
 
 class CausalLM(nn.Module):

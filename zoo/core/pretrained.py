@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -12,17 +11,11 @@ from typing import Any
 import torch
 from torch import nn
 
+from zoo.core.cache import cache_dir
 from zoo.core.structure import STRUCTURE_KEY, apply_structure
 
 #: Repository root (configs/ lives here), for recipe paths given relative to it.
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def cache_dir(*parts: str) -> Path:
-    """``$ZOO_CACHE/<parts>`` (default ``~/.cache/zoo``), created."""
-    path = Path(os.environ.get("ZOO_CACHE", Path.home() / ".cache" / "zoo")).joinpath(*parts)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def find_source(source: str) -> Path:

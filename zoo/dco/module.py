@@ -349,7 +349,7 @@ class CoverageLMModule(CoverageModule):
         self.model = CausalLM(self.vocab_size, self.n_layer, self.n_embd, self.n_head, self.n_positions, self.dropout,
                               self.init_seed, bos_id=13, eos_id=12, pad_id=12)  # fmt: skip
         if self.hf_path is not None:
-            from zoo.uam.lm import resolve_hf_path
+            from zoo.core.lm import resolve_hf_path
 
             self.model.load_hf(resolve_hf_path(self.hf_path))
 

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from zoo.uam.lm import pad_batch
+from zoo.core.lm import pad_batch
 
 #: Lower clamp of the predicted probabilities in DeCE (public DeCE code).
 DECE_CLAMP = 1e-7

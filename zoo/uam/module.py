@@ -18,35 +18,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from zoo.core.module import ZooModule
+from callbacks.unlearning import UnlearnableModule as UnlearnableModule  # its old place, kept for users
 from zoo.uam.metrics import label_probabilities, svc_mia_efficacy
 from zoo.uam.model import build_classifier, random_other_labels
-
-
-class UnlearnableModule(ZooModule):
-    """Base of the modules :class:`callbacks.unlearning.UnlearningCallback` drives.
-
-    Without the callback, ``training_step`` is the supervised step of the original recipe; with it, the callback's
-    ``unlearning_step`` (manual optimisation). Subclasses provide ``forget_loss``, ``retain_loss``,
-    ``unlearning_metrics`` and ``gap_metrics``.
-    """
-
-    #: Metrics averaged into the gap to the Retrain oracle.
-    gap_metrics: ClassVar[tuple[str, ...]] = ()
-    #: Hyperparameters only the unlearning phase reads: left out of the cache key of the original and the oracle,
-    #: so changing the unlearning recipe never retrains them.
-    unlearning_only_hparams: ClassVar[tuple[str, ...]] = ()
-
-    def __init__(self, **kwargs: Any) -> None:
-        #: The attached :class:`~callbacks.unlearning.UnlearningCallback` (set by its ``setup``), else ``None``.
-        self.unlearning: Any = None
-        super().__init__(**kwargs)
-
-    def training_step(self, batch: Any, batch_idx: int) -> Tensor | None:
-        """Delegate to the unlearning callback when one is attached, else the supervised step."""
-        if self.unlearning is not None:
-            return self.unlearning.unlearning_step(self, batch)
-        return super().training_step(batch, batch_idx)
 
 
 class UnlearnClassifierModule(UnlearnableModule):
@@ -288,7 +262,7 @@ class UnlearnLMModule(UnlearnableModule):
         if self.hf_path is not None:
             from transformers import AutoModelForCausalLM
 
-            from zoo.uam.lm import resolve_hf_path
+            from zoo.core.lm import resolve_hf_path
 
             self.model = AutoModelForCausalLM.from_pretrained(
                 resolve_hf_path(self.hf_path), local_files_only=True, dtype=torch.float32

@@ -13,9 +13,14 @@ Pure numpy/scipy: no torch, no Lightning.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from scipy.optimize import nnls
+
+#: How the forget set is chosen (``--model.init_args.selector`` of the xrlhf modules).
+Selector = Literal["convex", "knn", "random", "tracin", "representer", "planted", "random_set"]
+SELECTORS: tuple[str, ...] = ("convex", "knn", "random", "tracin", "representer", "planted", "random_set")
 
 
 @dataclass(frozen=True)

@@ -165,17 +165,6 @@ class WordVocab:
         return ids[-max_length:]
 
 
-def pad_right(seqs: Sequence[Sequence[int]], width: int | None = None) -> tuple[Tensor, Tensor]:
-    """Right-pad id lists with ``<pad>`` into ``(ids, mask)`` int64 tensors of ``width`` (default: the longest)."""
-    width = max(len(s) for s in seqs) if width is None else width
-    ids = torch.full((len(seqs), width), PAD_ID, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        ids[i, : len(s)] = torch.as_tensor(list(s), dtype=torch.long)
-        mask[i, : len(s)] = 1
-    return ids, mask
-
-
 def trim(ids: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
     """Drop the all-padding columns at the right of a right-padded batch."""
     width = max(int(mask.sum(1).max()), 1) if len(mask) else 1

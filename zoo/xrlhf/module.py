@@ -2,8 +2,9 @@
 
 ``XRLHFModule`` is the linear Bradley-Terry reward model of the card's synthetic world with the protocol of the
 shared ``callbacks.unlearning.UnlearningCallback``: the callback trains the original RM (full-batch SGD, the card's
-recipe) and the retrain oracle, then unlearns the forget set that ``datamodules.preferences.PreferenceDataModule``
-built from the explanations of the unsatisfactory responses (``ConvexExplainer`` by default), retaining the rest.
+recipe) and the retrain oracle, then unlearns the forget set that the module's ``selector`` (``ConvexExplainer`` by
+default; :meth:`XRLHFModule.select_forget`) builds from the explanations of the unsatisfactory responses that
+``datamodules.preferences.PreferenceDataModule`` serves, retaining the rest.
 After each unlearning epoch the policy is re-tuned in closed form (``π ∝ π_sft·exp(r̂/β)``) and the win rates on the
 unsatisfactory and the satisfactory prompts are reported separately.
 
@@ -18,9 +19,9 @@ Two unlearning modes (the datamodule's ``unlearn_mode``, card "Where description
 
 ``XRLHFLMModule`` is the card's optional tiny-LM path (smoke-tested only): a random-init 2-layer GPT-2 encoder whose
 final-token hidden state is ``φ(x, y)``, with a bias-free linear head, trained with Bradley-Terry on token pairs from
-``datamodules.preference_lm.PreferenceLMDataModule``; the datamodule explains the original RM's unsatisfactory
-responses in ``attach_original`` (called by the callback), and the policy over each test prompt's finite candidate set
-is re-tuned in closed form or by ReMax (``policy_update``).
+``datamodules.preference_lm.PreferenceLMDataModule``; in ``attach_original`` (called by the callback) the datamodule
+computes the original RM's features and asks the module's selector to explain the unsatisfactory responses, and the
+policy over each test prompt's finite candidate set is re-tuned in closed form or by ReMax (``policy_update``).
 
 Example:
     >>> from zoo.xrlhf.module import XRLHFModule
@@ -37,7 +38,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from zoo.uam.module import UnlearnableModule
+from callbacks.unlearning import UnlearnableModule
+from zoo.xrlhf.explain import SELECTORS, Selector
 from zoo.xrlhf.model import LinearRewardModel, bt_loss, closed_form_choice, dpo_pair_loss, keep_penalty
 
 
@@ -54,6 +56,13 @@ class XRLHFModule(UnlearnableModule):
         keep_weight: λ_keep of the preservation term ``λ_keep·mean_sat (r_θ − r_θ0)²`` added to the retain loss
             (the card: default 0; ``rm`` mode).
         dpo_beta: β of the DPO loss in ``policy_pairs`` mode.
+        selector: how the forget set ``S_all`` is chosen: ``convex`` (the method), ``knn``/``random``/``tracin``/
+            ``representer`` (baselines with the convex set's size per item), ``random_set`` (one random set of the
+            convex union's size: the card's removal baseline) or ``planted`` (the ground-truth oracle).
+        k_cand: candidates per growth step of the convex selector.
+        tau: relative-residual target of the convex selector.
+        pca_dim: project ``φ`` onto the top-k principal components of ``{Δφ_i}`` before the convex selection
+            (None: the full space).
         pretrained: weights to start from; None lets the callback train the original.
     """
 
@@ -66,15 +75,20 @@ class XRLHFModule(UnlearnableModule):
 
     def __init__(self, input_dim: int = 20, original_lr: float = 0.5, original_weight_decay: float = 1e-3,
                  lr: float = 0.5, weight_decay: float = 1e-3, beta: float = 0.1, keep_weight: float = 0.0,
-                 dpo_beta: float = 0.1, pretrained: str | None = None) -> None:  # fmt: skip
+                 dpo_beta: float = 0.1, selector: Selector = "convex", k_cand: int = 100, tau: float = 0.05,
+                 pca_dim: int | None = None, pretrained: str | None = None) -> None:  # fmt: skip
         if input_dim < 1:
             raise ValueError(f"--model.init_args.input_dim={input_dim} must be >= 1")
+        check_selection(selector, k_cand, pca_dim)
+        if pca_dim is not None and pca_dim > input_dim:
+            raise ValueError(f"--model.init_args.pca_dim={pca_dim} exceeds the feature dimension {input_dim}")
         if beta <= 0 or dpo_beta <= 0:
             raise ValueError(f"--model.init_args.beta={beta} and dpo_beta={dpo_beta} must be > 0")
         if keep_weight < 0:
             raise ValueError(f"--model.init_args.keep_weight={keep_weight} must be >= 0")
         self.input_dim, self.original_lr, self.original_weight_decay = input_dim, original_lr, original_weight_decay
         self.beta, self.keep_weight, self.dpo_beta = beta, keep_weight, dpo_beta
+        self.selector, self.k_cand, self.tau, self.pca_dim = selector, k_cand, tau, pca_dim
         #: Set by :meth:`prepare_unlearning` from the original weights: ``θ_0`` (policy_pairs), the preservation pairs.
         self._theta_ref: Tensor | None = None
         self._keep: tuple[Tensor, Tensor] | None = None
@@ -97,6 +111,58 @@ class XRLHFModule(UnlearnableModule):
 
     def validation_step(self, batch: tuple[Tensor], batch_idx: int) -> None:  # noqa: D102
         self.log("val/bt_loss", bt_loss(self.model, batch[0]), batch_size=len(batch[0]))
+
+    def select_forget(self, datamodule: Any, **overrides: Any) -> tuple[list[dict[str, Any]], np.ndarray]:
+        """The forget set ``S_all``: per unsatisfactory item the selected comparisons (with provenance), and the union.
+
+        Reads the datamodule's comparisons ``delta_phi``, explanation ``targets`` of the unsatisfactory ``items``,
+        its exact numpy fit ``theta_original``, ``corrupted``, ``rm_l2`` and ``seed`` (of the random selectors).
+
+        Args:
+            datamodule: the set-up ``datamodules.preferences.PreferenceDataModule``.
+            **overrides: ``selector``, ``k_cand``, ``tau``, ``pca_dim`` given to the datamodule (deprecated): they
+                replace this module's (attributes and hparams, so the logged and saved hparams say what ran).
+
+        Returns:
+            ``(explanations, forget indices)``.
+        """
+        from zoo.xrlhf.explain import ConvexExplainer, knn_select, random_select, representer_select, tracin_select
+
+        dm = datamodule
+        forward_selection(self, overrides)
+        opts = {"selector": self.selector, "k_cand": self.k_cand, "tau": self.tau, "pca_dim": self.pca_dim}
+        selector, theta, points = opts["selector"], dm.theta_original, dm.delta_phi
+        if selector == "planted":
+            if dm.corrupted is None:
+                raise ValueError(f"{dm.path}: selector=planted needs the 'corrupted' ground truth in the npz")
+            explanations = [{"item": -1, "indices": np.flatnonzero(dm.corrupted), "alpha": None}]
+        else:
+            explainer = ConvexExplainer(k_cand=opts["k_cand"], tau=opts["tau"], pca_dim=opts["pca_dim"]).fit(points)
+            rng = np.random.default_rng(dm.seed + 7919)
+            explanations = []
+            for item, target in zip(dm.items, dm.targets, strict=True):
+                convex = explainer.explain(target)
+                size = len(convex.indices)
+                match selector:
+                    case "convex" | "random_set":
+                        indices, alpha = convex.indices, convex.alpha
+                    case "knn":
+                        indices, alpha = knn_select(points, target, size), None
+                    case "random":
+                        indices, alpha = random_select(len(points), size, rng), None
+                    case "tracin":
+                        indices, alpha = tracin_select(points, target, theta, size), None
+                    case _:
+                        indices, alpha = representer_select(points, target, theta, size, dm.rm_l2), None
+                explanations.append({"item": int(item), "indices": np.asarray(indices, dtype=int), "alpha": alpha,
+                                     "residual": convex.residual, "feasible": convex.feasible})  # fmt: skip
+        forget = np.unique(np.concatenate([e["indices"] for e in explanations])) if explanations \
+            else np.zeros(0, dtype=int)  # fmt: skip
+        if selector == "random_set":  # one uniform set as large as the convex union (no per-item provenance)
+            rng = np.random.default_rng(dm.seed + 104729)
+            forget = np.sort(rng.choice(len(points), size=len(forget), replace=False))
+            explanations = [{"item": -1, "indices": forget, "alpha": None}]
+        return explanations, forget
 
     def prepare_unlearning(self, strategy: str) -> None:
         """Read the datamodule's ``unlearn_mode``; keep ``θ_0`` and the preservation pairs' original rewards."""
@@ -185,6 +251,14 @@ class XRLHFLMModule(UnlearnableModule):
         remax_kl: ReMax KL coefficient ``κ``.
         remax_seed: seed of the ReMax samples (every evaluation uses the same stream).
         eval_batch_size: rows per forward when scoring the test candidates.
+        selector: how ``S_all`` is chosen (as in :class:`XRLHFModule`): ``convex`` (the method), ``knn``,
+            ``random``, ``tracin``, ``representer`` (baselines with the convex set's size per item, the last two on
+            the RM's head ``θ``), ``random_set`` (one random set of the convex union's size) or ``planted`` (the
+            ground truth; the data must carry it).
+        k_cand: candidates per growth step of the convex selector.
+        tau: relative-residual target of the convex selector.
+        pca_dim: explain in the span of the top ``pca_dim`` principal components of ``{Δφ_i}`` (the card's knob,
+            ``ConvexExplainer(pca_dim=...)``; a linear map, so convex combinations are kept); None: all ``n_embd``.
         pretrained: weights to start from; None lets the callback train the original.
     """
 
@@ -203,7 +277,8 @@ class XRLHFLMModule(UnlearnableModule):
                  original_weight_decay: float = 0.0, lr: float = 3e-4, weight_decay: float = 0.0, beta: float = 0.1,
                  policy_update: PolicyUpdate = "closed_form", remax_init: Literal["sft", "rlhf"] = "sft",
                  remax_steps: int = 200, remax_lr: float = 0.5, remax_samples: int = 8, remax_kl: float = 0.1,
-                 remax_seed: int = 0, eval_batch_size: int = 512, pretrained: str | None = None) -> None:  # fmt: skip
+                 remax_seed: int = 0, eval_batch_size: int = 512, selector: Selector = "convex", k_cand: int = 100,
+                 tau: float = 0.05, pca_dim: int | None = None, pretrained: str | None = None) -> None:  # fmt: skip
         if vocab_size < 5:
             raise ValueError(f"--model.init_args.vocab_size={vocab_size} must be >= 5 (4 special tokens + words)")
         if n_embd % n_head:
@@ -216,6 +291,7 @@ class XRLHFLMModule(UnlearnableModule):
             raise ValueError(f"--model.init_args.remax_init={remax_init!r}: expected sft or rlhf")
         if min(remax_steps, remax_samples, eval_batch_size) < 1:
             raise ValueError("--model.init_args.remax_steps, remax_samples and eval_batch_size must be >= 1")
+        check_selection(selector, k_cand, pca_dim)
         self.vocab_size, self.n_layer, self.n_embd, self.n_head = vocab_size, n_layer, n_embd, n_head
         self.n_positions, self.model_seed = n_positions, model_seed
         self.original_lr, self.original_weight_decay, self.beta = original_lr, original_weight_decay, beta
@@ -223,6 +299,7 @@ class XRLHFLMModule(UnlearnableModule):
                                                                                 remax_steps, remax_lr)  # fmt: skip
         self.remax_samples, self.remax_kl, self.remax_seed = remax_samples, remax_kl, remax_seed
         self.eval_batch_size = eval_batch_size
+        self.selector, self.k_cand, self.tau, self.pca_dim = selector, k_cand, tau, pca_dim
         super().__init__(lr=lr, weight_decay=weight_decay, pretrained=pretrained)
 
     def configure_models(self) -> None:
@@ -269,6 +346,63 @@ class XRLHFLMModule(UnlearnableModule):
         """BT loss on the retained pairs."""
         return self.bt_loss(batch)[0]
 
+    # -- the forget set ----------------------------------------------------------------------------------------------
+    def select_forget(self, datamodule: Any, **overrides: Any) -> tuple[list[dict[str, Any]], np.ndarray]:
+        """The forget set ``S_all``: per unsatisfactory item the selected training pairs (with provenance), the union.
+
+        Reads what the datamodule's ``attach_original`` computed with the original RM: ``delta_phi``, the explanation
+        ``targets`` of the unsatisfactory ``items``, ``theta_original``, ``corrupted``, ``n_pairs`` and ``seed``.
+
+        Args:
+            datamodule: the attached ``datamodules.preference_lm.PreferenceLMDataModule``.
+            **overrides: ``selector``, ``k_cand``, ``tau``, ``pca_dim`` given to the datamodule (deprecated): they
+                replace this module's (attributes and hparams, so the logged and saved hparams say what ran).
+
+        Returns:
+            ``(explanations, forget indices)``.
+        """
+        from zoo.xrlhf.explain import ConvexExplainer, knn_select, random_select, representer_select, tracin_select
+
+        dm = datamodule
+        forward_selection(self, overrides)
+        opts = {"selector": self.selector, "k_cand": self.k_cand, "tau": self.tau, "pca_dim": self.pca_dim}
+        selector = opts["selector"]
+        if selector == "planted":
+            if dm.corrupted is None:
+                raise ValueError("--model.init_args.selector=planted needs the planted ground truth ('corrupted' in "
+                                 f"{dm.path})")  # fmt: skip
+            explanations: list[dict[str, Any]] = [{"item": -1, "indices": np.flatnonzero(dm.corrupted)}]
+        else:
+            points, targets = dm.delta_phi, dm.targets
+            pca_dim = opts["pca_dim"] if opts["pca_dim"] is not None and opts["pca_dim"] < points.shape[1] else None
+            explainer = ConvexExplainer(k_cand=opts["k_cand"], tau=opts["tau"], pca_dim=pca_dim).fit(points)
+            rng = np.random.default_rng(dm.seed + 7919)
+            explanations = []
+            for item, full_target in zip(dm.items, targets, strict=True):
+                convex = explainer.explain(full_target)
+                size = len(convex.indices)
+                match selector:
+                    case "convex" | "random_set":
+                        indices, alpha = convex.indices, convex.alpha.tolist()
+                    case "knn":
+                        indices, alpha = knn_select(points, full_target, size), None
+                    case "random":
+                        indices, alpha = random_select(dm.n_pairs, size, rng), None
+                    case "tracin":
+                        indices, alpha = tracin_select(dm.delta_phi, full_target, dm.theta_original, size), None
+                    case _:
+                        indices = representer_select(dm.delta_phi, full_target, dm.theta_original, size)
+                        alpha = None
+                explanations.append({"item": int(item), "indices": np.asarray(indices, dtype=int), "alpha": alpha,
+                                     "residual": convex.residual, "feasible": bool(convex.feasible)})  # fmt: skip
+        forget = np.unique(np.concatenate([e["indices"] for e in explanations])) if explanations \
+            else np.zeros(0, dtype=int)  # fmt: skip
+        if selector == "random_set":  # one uniform set as large as the convex union (no per-item provenance)
+            rng = np.random.default_rng(dm.seed + 104729)
+            forget = np.sort(rng.choice(dm.n_pairs, size=len(forget), replace=False))
+            explanations = [{"item": -1, "indices": forget}]
+        return explanations, forget
+
     # -- metrics ---------------------------------------------------------------------------------------------------
     def candidate_rewards(self, datamodule: Any) -> np.ndarray:
         """``r̂`` of every test candidate with the current RM, ``(m, M)`` float64."""
@@ -314,3 +448,24 @@ class XRLHFLMModule(UnlearnableModule):
             "reward_on_unsatisfactory_lower_is_better": float(centred[items, datamodule.rl[items]].mean())
             if len(items) else float("nan"),
         }  # fmt: skip
+
+
+def check_selection(selector: str, k_cand: int, pca_dim: int | None) -> None:
+    """Validate the selection arguments, naming the flag."""
+    if selector not in SELECTORS:
+        raise ValueError(f"--model.init_args.selector={selector!r}: expected one of {', '.join(SELECTORS)}")
+    if k_cand < 1:
+        raise ValueError(f"--model.init_args.k_cand={k_cand} must be >= 1")
+    if pca_dim is not None and pca_dim < 1:
+        raise ValueError(f"--model.init_args.pca_dim={pca_dim}: expected None or >= 1")
+
+
+def forward_selection(module: Any, overrides: dict[str, Any]) -> None:
+    """Apply deprecated data-side selection arguments to ``module``: its attributes and hparams (logged, saved)."""
+    if not overrides:
+        return
+    merged = {k: getattr(module, k) for k in ("selector", "k_cand", "tau", "pca_dim")} | overrides
+    check_selection(merged["selector"], merged["k_cand"], merged["pca_dim"])
+    for key, value in overrides.items():
+        setattr(module, key, value)
+        module.hparams[key] = value

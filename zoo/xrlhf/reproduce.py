@@ -65,7 +65,7 @@ def run_job(job: tuple[str, int]) -> dict[str, Any]:
     selector, _, extra = ARMS[arm]
     with tempfile.TemporaryDirectory() as tmp:
         cli = main(["-c", str(CONFIG), *QUIET, f"--trainer.default_root_dir={tmp}", f"--seed_everything={seed}",
-                    f"--data.init_args.seed={seed}", f"--data.init_args.selector={selector}", *extra],
+                    f"--data.init_args.seed={seed}", f"--model.init_args.selector={selector}", *extra],
                    run=False)  # fmt: skip
         start = time.time()
         cli.trainer.fit(cli.model, datamodule=cli.datamodule)
