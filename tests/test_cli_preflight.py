@@ -99,3 +99,19 @@ def test_monitor_auto_is_the_modules(tmp_path: Path) -> None:
     cli = main(["-c", str(ROOT / "configs/uam/original.yaml"), *QUIET, f"--trainer.default_root_dir={tmp_path}"],
                run=False)  # fmt: skip
     assert next(c for c in cli.trainer.callbacks if type(c) is ModelCheckpoint).monitor is None
+
+
+def test_shared_callback_counts_for_the_configs_own_method(monkeypatch: pytest.MonkeyPatch) -> None:
+    """UnlearningCallback is declared by uam and xrlhf; a uam config with transformers missing names uam only."""
+    from zoo.core.cli import _config_texts, missing_extras
+
+    real = metadata.distribution
+
+    def fake(name: str):
+        if name == "transformers":
+            raise metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(metadata, "distribution", fake)
+    lines = missing_extras(_config_texts(["fit", "-c", str(ROOT / "configs/uam/default.yaml")]))
+    assert len(lines) == 1 and "`uam`" in lines[0] and "xrlhf" not in lines[0], lines

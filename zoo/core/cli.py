@@ -205,19 +205,23 @@ def _import_named_classes(texts: list[tuple[str, str]]) -> None:
 
 
 def missing_extras(texts: list[tuple[str, str]]) -> list[str]:
-    """One line per method a config uses whose optional dependencies are not installed, with the pip command."""
+    """One line per method a config uses whose optional dependencies are not installed, with the pip command.
+
+    A class several methods declare (a shared callback) counts for the method whose own classes the config names.
+    """
     words, names = {(where, w) for where, text in texts for w in _DOTTED.findall(text)}, short_names()
-    paths = {names.get(w, w): where for where, w in words}
+    found = {names.get(w, w): where for where, w in words}
+    owned = {path: owners(path) for path in sorted(found)}
+    sole = {ms[0].slug for ms in owned.values() if len(ms) == 1}
     problems: dict[str, str] = {}
-    for path, where in sorted(paths.items()):
-        for manifest in owners(path):
+    for path, manifests_ in sorted(owned.items(), key=lambda item: (len(item[1]) > 1, item[0])):
+        for manifest in [m for m in manifests_ if m.slug in sole] or manifests_:
             if manifest.extra is None or manifest.slug in problems:
                 continue
-            absent = _absent_requirements(manifest.extra)
-            if absent:
+            if absent := _absent_requirements(manifest.extra):
                 problems[manifest.slug] = (
-                    f"{where}: {path} belongs to `{manifest.slug}`, whose optional dependencies are not installed "
-                    f'({", ".join(absent)}); run: pip install -e ".[{manifest.extra}]"'
+                    f"{found[path]}: {path} belongs to `{manifest.slug}`, whose optional dependencies are not "
+                    f'installed ({", ".join(absent)}); run: pip install -e ".[{manifest.extra}]"'
                 )
     return list(problems.values())
 
