@@ -444,8 +444,13 @@ class BackdoorEvaluation(Callback):
             return (lambda batch: defense.token_scores(pl_module, batch)), (lambda: None)
         return clean_stat_token_scorer(pl_module.model.lm, trainer.datamodule)
 
-    def evaluate_all(self, trainer: Trainer, pl_module: LightningModule, baselines: list[str]) -> dict[str, Any]:
-        """Evaluate the trained model and ``baselines``; log and write the results."""
+    def evaluate_all(
+        self, trainer: Trainer, pl_module: LightningModule, baselines: list[str], run_dir: str | None = None
+    ) -> dict[str, Any]:
+        """Evaluate the trained model and ``baselines``; log and write the results into ``run_dir``.
+
+        ``run_dir`` defaults to ``trainer.log_dir``, a collective under DDP: the hooks read it on every rank first.
+        """
         import json
         from pathlib import Path
 
@@ -481,20 +486,22 @@ class BackdoorEvaluation(Callback):
                 if isinstance(v, int | float)}  # fmt: skip
         for logger in trainer.loggers:
             logger.log_metrics(flat, step=trainer.global_step)
-        run_dir = Path(trainer.log_dir or trainer.default_root_dir)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "backdoor_eval.json").write_text(json.dumps(results, indent=2, default=float), encoding="utf-8")
+        folder = Path(run_dir or trainer.log_dir or trainer.default_root_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "backdoor_eval.json").write_text(json.dumps(results, indent=2, default=float), encoding="utf-8")
         for arm, r in results.items():
             rank_zero_info(f"backdoor eval [{arm}]: ASR w/t {r['asr_wt_mean']:.1f}% (per kind {r['asr_wt']}), "
                            f"ASR w/o {r['asr_wo']:.1f}%, CA {r['ca']:.1f}%, CA_avg {r['ca_avg']:.1f}%")  # fmt: skip
         return results
 
     def on_fit_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        """The trained model and the configured baselines."""
+        """The trained model and the configured baselines (rank 0; every rank reads the run folder, a collective)."""
+        run_dir = trainer.log_dir or trainer.default_root_dir
         if trainer.is_global_zero:
-            self.evaluate_all(trainer, pl_module, self.baselines)
+            self.evaluate_all(trainer, pl_module, self.baselines, run_dir)
 
     def on_test_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """``zoo test``: the (reloaded, possibly masked) model only."""
+        run_dir = trainer.log_dir or trainer.default_root_dir
         if self.on_test and trainer.is_global_zero:
-            self.evaluate_all(trainer, pl_module, [])
+            self.evaluate_all(trainer, pl_module, [], run_dir)

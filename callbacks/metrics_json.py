@@ -14,18 +14,26 @@ class MetricsJSON(Callback):
     Args:
         dirpath: output folder; ``None`` means the trainer's ``log_dir`` (or ``default_root_dir``).
         filename: file name; ``{rank}`` is replaced by the global rank.
+        weights: also write ``weights_sum``, the float64 sum of every parameter (equal on every DDP rank when the
+            gradients were all-reduced).
     """
 
-    def __init__(self, dirpath: str | None = None, filename: str = "metrics_rank{rank}.json") -> None:
-        self.dirpath, self.filename = dirpath, filename
+    def __init__(
+        self, dirpath: str | None = None, filename: str = "metrics_rank{rank}.json", weights: bool = False
+    ) -> None:
+        self.dirpath, self.filename, self.weights = dirpath, filename, weights
 
     def _dump(self, trainer: Trainer) -> None:
         folder = self.dirpath or trainer.log_dir or trainer.default_root_dir
         os.makedirs(folder, exist_ok=True)
         values = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
+        blob = {"rank": trainer.global_rank, "world_size": trainer.world_size, "metrics": values}
+        if self.weights and trainer.lightning_module is not None:
+            params = trainer.lightning_module.parameters()
+            blob["weights_sum"] = float(sum(p.detach().double().sum() for p in params))
         path = os.path.join(folder, self.filename.format(rank=trainer.global_rank))
         with open(path, "w", encoding="utf-8") as handle:
-            json.dump({"rank": trainer.global_rank, "world_size": trainer.world_size, "metrics": values}, handle)
+            json.dump(blob, handle)
 
     def on_fit_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Write after fit."""

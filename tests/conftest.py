@@ -14,19 +14,19 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: Flags that keep CLI runs quiet and on the CPU.
 QUIET = ["--trainer.accelerator=cpu", "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
-#: A small synthetic stream for plumbing tests (the default is 20k events).
-TINY_DATA = [
-    "--data.init_args.n_events=1500",
-    "--data.init_args.n_users=40",
-    "--data.init_args.n_items=80",
-    "--data.init_args.num_eval_negatives=20",
-]
-#: A small pretraining corpus for TSFM plumbing tests (the default is 4,096 series).
-TINY_CORPUS = ["--data.init_args.num_series=96", "--data.init_args.val_series=16", "--data.init_args.val_windows=32"]
-#: A small poisoned instruction set and the tiny GPT-2 for RepGuard plumbing tests (the default is 3,000 / d 128).
-TINY_BACKDOOR = ["--data.init_args.n_train=128", "--data.init_args.n_clean=32", "--data.init_args.n_val=16",
-                 "--data.init_args.n_test=16", "--data.init_args.batch_size=32", "--model.init_args.n_layer=2",
-                 "--model.init_args.n_embd=32", "--model.init_args.n_head=2"]  # fmt: skip
+
+
+def tiny(slug: str, config: str = "default.yaml") -> list[str]:
+    """The tiny overrides ``zoo/<slug>/manifest.py`` declares for ``config`` (plumbing tests run in seconds)."""
+    from zoo.core.registry import manifests
+
+    return manifests()[slug].tiny_overrides(config)
+
+
+#: A small synthetic stream for CRAFT plumbing tests (the default is 20k events), from craft's manifest.
+TINY_DATA = tiny("craft")
+#: A small poisoned instruction set and the tiny GPT-2 for RepGuard plumbing tests, from repguard's manifest.
+TINY_BACKDOOR = tiny("repguard")
 
 
 #: The documented tiny CRAFT size.

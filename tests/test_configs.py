@@ -1,13 +1,18 @@
-"""Every YAML under configs/ parses (each key matches a signature) and runs `fit` with `fast_dev_run`."""
+"""Every YAML under configs/ parses (each key matches a signature) and runs `fit` with `fast_dev_run`.
+
+The tiny overrides that make a config run in seconds come from its method's manifest (``tiny``), so this file has no
+per-method branch.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from conftest import QUIET, ROOT, TINY_BACKDOOR, TINY_CORPUS, TINY_DATA
+from conftest import QUIET, ROOT
 
 from zoo.cli import main
+from zoo.core.registry import manifests
 
 #: Configs on a real pretrained model (SmolLM2: an optional package and minutes per run) have their own slow test.
 PRETRAINED_LM = {"lm_smollm2.yaml", "addition_smollm2.yaml"}
@@ -17,14 +22,14 @@ CONFIGS = sorted(
 
 
 def _short(config: str) -> list[str]:
-    if "/craft/" in config:
-        return [*QUIET, *TINY_DATA]
-    if "/prune_finetune/" in config:  # plumbing only: no recipe pretraining, a small pretraining corpus
-        tiny = TINY_CORPUS if Path(config).name.startswith("pretrain") else ["--model.init_args.pretrained=null"]
-        return [*QUIET, *tiny]
-    if "/repguard/" in config:  # plumbing only: no recipe training (post_hoc.yaml starts from no_defense.yaml)
-        return [*QUIET, *TINY_BACKDOOR, "--model.init_args.pretrained=null"]
-    return list(QUIET)
+    """QUIET plus the tiny overrides the config's method declares for it."""
+    manifest = manifests().get(Path(config).parent.name)
+    return [*QUIET, *(manifest.tiny_overrides(config) if manifest else ())]
+
+
+def test_every_config_folder_belongs_to_a_method() -> None:
+    folders = {p.parent.name for p in (ROOT / "configs").glob("*/*.yaml")} - {"logger"}
+    assert folders <= manifests().keys(), folders - manifests().keys()
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: Path(c).relative_to(ROOT).as_posix())
@@ -34,7 +39,13 @@ def test_config_parses(config: str) -> None:
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: Path(c).relative_to(ROOT).as_posix())
 def test_fast_dev_run(config: str, tmp_path: Path) -> None:
-    main(["fit", "-c", config, *_short(config), "--trainer.fast_dev_run=1", f"--trainer.default_root_dir={tmp_path}"])
+    """The config trains a step; the module logs the metric it declares as `monitor` (checkpoints with
+    `monitor: auto` and schedulers read it), once validation ran or when it is a training metric."""
+    cli = main(["fit", "-c", config, *_short(config), "--trainer.fast_dev_run=1",
+                f"--trainer.default_root_dir={tmp_path}"])  # fmt: skip
+    validated = sum(cli.trainer.num_val_batches) > 0 if cli.trainer.val_dataloaders is not None else False
+    if validated or cli.model.monitor.startswith("train/"):
+        assert cli.model.monitor in cli.trainer.callback_metrics, sorted(cli.trainer.callback_metrics)
 
 
 def test_wandb_logger_config_composes() -> None:

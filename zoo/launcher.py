@@ -1,7 +1,7 @@
 """The ``zoo`` console script: answers ``zoo``/``zoo --help``/``zoo --version`` without importing torch or lightning.
 
 Importing lightning costs about 7 s on a 2-core machine, so the top-level help is static; every other call goes to
-:func:`zoo.cli.main` (LightningCLI), whose ``zoo fit --help`` lists every flag.
+:func:`zoo.core.cli.main` (LightningCLI), whose ``zoo fit --help`` lists every flag.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ subcommands:
   validate    validate a checkpoint: zoo validate -c CONFIG --ckpt_path RUN.ckpt
   test        test a checkpoint:     zoo test -c CONFIG --ckpt_path RUN.ckpt
   predict     predict:               zoo predict -c CONFIG --ckpt_path RUN.ckpt
-  list        list the methods:      zoo list [--json]
+  list        list the methods:      zoo list [--json|--markdown]
   reproduce   re-check a paper's claims at CPU scale: zoo reproduce <slug>|--all [--quick] [--seeds N] [--out DIR]
 
 options:
@@ -37,10 +37,14 @@ def main() -> None:
     if argv == ["--version"]:
         print(zoo.__version__)
         return
-    if argv[:1] in (["list"], ["reproduce"]):
+    if argv[:1] == ["list"]:
+        from zoo.core.registry import list_command
+
+        sys.exit(list_command(argv[1:]))
+    if argv[:1] == ["reproduce"]:
         from zoo.core.reproduce import dispatch
 
         sys.exit(dispatch(argv))
-    from zoo.cli import main as cli_main
+    from zoo.core.cli import main as cli_main
 
     cli_main()

@@ -14,7 +14,7 @@ from lightning.pytorch import Trainer
 
 from datamodules.ltsf import LTSFDataModule
 from zoo.cli import main
-from zoo.core.pretrained import recipe_checkpoint
+from zoo.core.cli import train_recipe
 from zoo.prune_finetune.module import TSFMModule
 
 from .test_callback import TINY, _csv
@@ -70,14 +70,14 @@ def test_recipe_is_trained_once_cached_and_leaves_the_rng_alone(tmp_path: Path) 
     recipe = _tiny_recipe(tmp_path)
     torch.manual_seed(123)
     threads = torch.get_num_threads()
-    path = recipe_checkpoint(recipe)
+    path = train_recipe(recipe)
     after = torch.rand(3)
     torch.manual_seed(123)
     control = torch.rand(3)
     torch.testing.assert_close(after, control)
     assert torch.get_num_threads() == threads
     stamp = path.stat().st_mtime_ns
-    assert recipe_checkpoint(recipe) == path and path.stat().st_mtime_ns == stamp
+    assert train_recipe(recipe) == path and path.stat().st_mtime_ns == stamp
     module = TSFMModule(**TINY, pretrained=str(recipe))
     state = torch.load(path, weights_only=True)["state_dict"]
     for key, value in module.model.state_dict().items():

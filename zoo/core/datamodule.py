@@ -9,6 +9,32 @@ import numpy as np
 from lightning.pytorch import LightningDataModule
 from torch.utils.data import DataLoader, Sampler
 
+#: The data -> model links: each name is a :class:`ZooDataModule` attribute (``None`` unless the data sets it), linked
+#: by the CLI into ``model.init_args.<name>`` right after the datamodule is built. A method adds a name through its
+#: manifest's ``shapes`` (see :func:`shape_names`), never by editing the CLI.
+SHAPES: tuple[str, ...] = (
+    "input_dim",
+    "num_classes",
+    "num_nodes",
+    "dst_min",
+    "vocab_size",
+    "context_length",
+    "horizon",
+    "n_states",
+    "n_actions",
+    "n_replicas",
+    "n_agents",
+    "n_arms",
+)
+
+
+def shape_names() -> tuple[str, ...]:
+    """:data:`SHAPES` followed by the names the methods' manifests add (each once)."""
+    from zoo.core.registry import manifests
+
+    extra = [name for m in manifests().values() for name in m.shapes]
+    return tuple(dict.fromkeys((*SHAPES, *extra)))
+
 
 class ZooDataModule(LightningDataModule):
     """Base class for every zoo datamodule.
@@ -41,6 +67,12 @@ class ZooDataModule(LightningDataModule):
     n_agents: int | None = None
     #: Number of bandit arms, linked into ``model.init_args.n_arms``.
     n_arms: int | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        """A shape a manifest declares and this datamodule does not set is ``None``, like the ones above."""
+        if not name.startswith("_") and name in shape_names():
+            return None
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
 
 def require(datamodule: Any, method: str, who: str = "this callback") -> Any:

@@ -69,11 +69,17 @@ class ZooModule(LightningModule, ABC):
     def load_from_checkpoint(  # type: ignore[override]
         cls, checkpoint_path: str, *args: Any, **kwargs: Any
     ) -> ZooModule:
-        """Load a checkpoint, rebuilding the subclass it was saved from (``ZooModule.load_from_checkpoint`` works)."""
+        """Load a checkpoint, rebuilding the subclass it was saved from (``ZooModule.load_from_checkpoint`` works).
+
+        The checkpoint carries the weights, so the ``pretrained`` source it was fine-tuned from (a file on another
+        machine, a recipe not trained here) is not read again unless ``pretrained=`` is passed explicitly.
+        """
         target = _checkpoint_class(checkpoint_path, cls)
         if target is not cls:
             return target.load_from_checkpoint(checkpoint_path, *args, **kwargs)
         kwargs.setdefault("weights_only", True)
+        if _saved_hparams(checkpoint_path).get("pretrained") is not None:
+            kwargs.setdefault("pretrained", None)
         return super().load_from_checkpoint(checkpoint_path, *args, **kwargs)
 
     def _drop_foreign_hparams(self) -> None:
@@ -183,10 +189,15 @@ def adam_kernel(params: list[Tensor]) -> dict[str, bool]:
     return {"fused": True} if fused else {"foreach": True}
 
 
+def _saved_hparams(checkpoint_path: str) -> dict[str, Any]:
+    """The ``hyper_parameters`` a checkpoint stores (empty when it has none)."""
+    blob = torch.load(checkpoint_path, map_location="cpu", weights_only=True)
+    return dict(blob.get("hyper_parameters") or {})
+
+
 def _checkpoint_class(checkpoint_path: str, base: type[ZooModule]) -> type[ZooModule]:
     """The class named by a checkpoint's ``_class_path`` hparam (LightningCLI writes it), checked against ``base``."""
-    blob = torch.load(checkpoint_path, map_location="cpu", weights_only=True)
-    class_path = blob.get("hyper_parameters", {}).get("_class_path")
+    class_path = _saved_hparams(checkpoint_path).get("_class_path")
     if not class_path:
         return base
     module_name, _, name = class_path.rpartition(".")

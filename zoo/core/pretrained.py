@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -14,14 +12,13 @@ import torch
 from torch import nn
 
 from zoo.core.cache import cache_dir
-from zoo.core.rng import preserved_rng
 from zoo.core.structure import STRUCTURE_KEY, apply_structure
 
 #: Repository root (configs/ lives here), for recipe paths given relative to it.
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _find(source: str) -> Path:
+def find_source(source: str) -> Path:
     """``source`` as given, else relative to the repository root (recipes named as ``configs/...``)."""
     path = Path(source)
     if not path.exists() and not path.is_absolute() and (ROOT / path).exists():
@@ -29,36 +26,21 @@ def _find(source: str) -> Path:
     return path
 
 
-def recipe_checkpoint(recipe: str | Path) -> Path:
-    """The checkpoint a training config produces: ``zoo fit -c <recipe>`` run once in-process, then cached.
+def is_recipe(source: str) -> bool:
+    """Whether a ``pretrained`` source names a training recipe (a zoo YAML config) rather than weights."""
+    return Path(source).suffix in (".yaml", ".yml")
 
-    The cache key is the recipe's text (``$ZOO_CACHE/pretrained/<stem>-<sha256[:16]>.ckpt``); the file is written
-    then renamed, so parallel jobs never read a partial one. Global RNG states and the torch thread count are
-    restored afterwards, so the calling run is the same whether the checkpoint was cached or not.
 
-    Args:
-        recipe: a zoo YAML config (e.g. ``configs/prune_finetune/pretrain.yaml``).
+def recipe_cache_path(recipe: str | Path) -> Path:
+    """Where the checkpoint a recipe trains is cached: ``$ZOO_CACHE/pretrained/<stem>-<sha256[:16]>.ckpt``.
 
-    Returns:
-        Path of the cached Lightning checkpoint (the weights at the end of the fit).
+    Only looks; training happens in the CLI (:func:`zoo.core.cli.train_recipe`) before any module is built.
     """
-    path = _find(str(recipe))
+    path = find_source(str(recipe))
     if not path.is_file():
         raise FileNotFoundError(f"pretrained={str(recipe)!r}: no such recipe file (looked in . and {ROOT})")
     digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-    out = cache_dir("pretrained") / f"{path.stem}-{digest}.ckpt"
-    if out.exists():
-        return out
-    from zoo.cli import main  # the CLI imports this module: import on use
-
-    with preserved_rng(), tempfile.TemporaryDirectory(dir=out.parent) as tmp:
-        args = ["-c", str(path), "--trainer.logger=false", f"--trainer.default_root_dir={tmp}"]
-        cli = main([*args, "--trainer.enable_model_summary=false"], run=False)
-        cli.trainer.fit(cli.model, datamodule=cli.datamodule)
-        part = Path(tmp) / "last.ckpt"
-        cli.trainer.save_checkpoint(part)
-        os.replace(part, out)
-    return out
+    return cache_dir("pretrained") / f"{path.stem}-{digest}.ckpt"
 
 
 def drop_shape_mismatches(net: nn.Module, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -93,7 +75,8 @@ def load_pretrained(
 ) -> Any:
     """Load weights into ``net`` from a checkpoint, a state dict, a local Hugging Face folder or a recipe.
 
-    A recipe is a ``.yaml`` zoo config, trained once and cached by :func:`recipe_checkpoint`.
+    A recipe is a ``.yaml`` zoo config whose checkpoint the CLI trained and cached (:func:`recipe_cache_path`); a
+    constructor never trains it.
 
     A checkpoint of a structurally changed network (``zoo_structure``, e.g. pruned and merged) first reshapes
     ``net`` to match.
@@ -107,9 +90,15 @@ def load_pretrained(
     Returns:
         The ``load_state_dict`` result (missing and unexpected keys), or the hook's result for a folder.
     """
-    path = _find(source)
-    if path.suffix in (".yaml", ".yml"):
-        path = recipe_checkpoint(path)
+    path = find_source(source)
+    if is_recipe(source):
+        path = recipe_cache_path(path)
+        if not path.exists():
+            raise FileNotFoundError(
+                f"pretrained={source!r} is a training recipe that has not been trained yet: `zoo fit` trains and "
+                f"caches it before building the module ({path}); from Python, call "
+                f"zoo.core.cli.train_recipe({source!r}) first"
+            )
     if not path.exists():
         raise FileNotFoundError(f"pretrained={source!r}: no such local file or folder (the zoo never downloads)")
     if path.is_dir():

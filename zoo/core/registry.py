@@ -1,111 +1,106 @@
-"""Static registry of the zoo's methods and classes: strings only, so nothing heavy is imported to list them."""
+"""The zoo's methods, discovered from their manifests (``zoo/<slug>/manifest.py``): strings only, nothing heavy.
+
+Adding a method adds a package with a ``manifest.py``; nothing here is edited. ``METHODS`` and ``CLASSES`` keep the
+shapes older code and users read (``slug -> {module, datamodule, paper, status, config}``, ``short name -> path``).
+"""
 
 from __future__ import annotations
 
-#: slug -> method entry. ``module``/``datamodule`` are full class paths; ``config`` is the main job's config.
-METHODS: dict[str, dict[str, str]] = {
-    "craft": {
-        "module": "zoo.craft.module.CRAFTModule",
-        "datamodule": "datamodules.temporal_link.TemporalLinkDataModule",
-        "paper": "CRAFT: Future Link Prediction Without Memory or Aggregation (NeurIPS 2025)",
-        "status": "done",  # reproduce: 17/17 claims; >= 2x TGN training speed (issue #2)
-        "config": "configs/craft/default.yaml",
-    },
-    "uam": {
-        "module": "zoo.uam.module.UnlearnClassifierModule",
-        "datamodule": "datamodules.unlearning.UnlearningDataModule",
-        "paper": "Unlearning-Aware Minimization (NeurIPS 2025)",
-        "status": "done",  # issue #3: classifier + LM sides, reproduce 8/8, SmolLM2 run recorded
-        "config": "configs/uam/default.yaml",
-    },
-    "prune_finetune": {
-        "module": "zoo.prune_finetune.module.TSFMModule",
-        "datamodule": "datamodules.ltsf.LTSFDataModule",
-        "paper": "Less is More: Unlocking Specialization of Time Series Foundation Models via Structured Pruning "
-        "(NeurIPS 2025)",
-        "status": "in progress",  # issue #4
-        "config": "configs/prune_finetune/default.yaml",
-    },
-    "repguard": {
-        "module": "zoo.repguard.module.InstructionLMModule",
-        "datamodule": "datamodules.backdoor.BackdoorDataModule",
-        "paper": "RepGuard: Adaptive Feature Decoupling for Backdoor Defense in Large Language Models (NeurIPS 2025)",
-        "status": "in progress",  # issue #5, blocked: claim 2 unreachable by the reconstruction (oracle masks fail)
-        "config": "configs/repguard/default.yaml",
-    },
-    "dco": {
-        "module": "zoo.dco.module.KAnswerModule",
-        "datamodule": "datamodules.kanswer.KAnswerDataModule",
-        "paper": "Rethinking Fine-Tuning when Scaling Test-Time Compute: Limiting Confidence Improves Mathematical "
-        "Reasoning (NeurIPS 2025)",
-        "status": "in progress",  # issue #6, blocked: --quick (seed 0) fails C5 on a CE loss spike
-        "config": "configs/dco/default.yaml",
-    },
-    "moe_cap": {
-        "module": "zoo.moe_cap.module.MoEEvalModule",
-        "datamodule": "datamodules.moe_prompts.MoEPromptDataModule",
-        "paper": "MoE-CAP: Benchmarking Cost, Accuracy and Performance of Sparse Mixture-of-Experts Systems "
-        "(NeurIPS 2025)",
-        "status": "done",  # issue #7: reproduce 28/28; hooks 0.99-1.05x validate time
-        "config": "configs/moe_cap/default.yaml",
-    },
-    "xrlhf": {
-        "module": "zoo.xrlhf.module.XRLHFModule",
-        "datamodule": "datamodules.preferences.PreferenceDataModule",
-        "paper": "Improving RLHF by Explaining Unsatisfactory Responses and Unlearning their Causes (NeurIPS 2025)",
-        "status": "done",  # issue #8: reproduce 9/9 (3 seeds); test 4 read along the unlearning path
-        "config": "configs/xrlhf/default.yaml",
-    },
-    "avg_reward_q": {
-        "module": "zoo.avg_reward_q.module.AverageRewardQLearning",
-        "datamodule": "datamodules.tabular_mdp.TabularMDPDataModule",
-        "paper": "Non-Asymptotic Guarantees for Average-Reward Q-Learning with Adaptive Stepsizes (NeurIPS 2025)",
-        "status": "done",  # issue #9: reproduce 9/9 asserted (the card's literal C4 info: a 0.0048 near-tie in Q*)
-        "config": "configs/avg_reward_q/default.yaml",
-    },
-    "coop_se": {
-        "module": "zoo.coop_se.module.CooperativeBanditModule",
-        "datamodule": "datamodules.bandit_graph.BanditGraphDataModule",
-        "paper": "Individual Regret in Cooperative Stochastic Multi-Armed Bandits (NeurIPS 2025)",
-        "status": "done",  # issue #9: reproduce 16/16 asserted claims
-        "config": "configs/coop_se/default.yaml",
-    },
-}
+import functools
+import importlib
+import importlib.util
+import pkgutil
+from pathlib import Path
+from typing import Any
 
-#: Short class name -> full class path, so ``--model CRAFTModule`` works without importing every method up front.
-CLASSES: dict[str, str] = {
-    "CRAFTModule": "zoo.craft.module.CRAFTModule",
-    "EdgeBankModule": "zoo.craft.module.EdgeBankModule",
-    "TGNModule": "zoo.craft.module.TGNModule",
-    "OracleModule": "zoo.craft.module.OracleModule",
-    "TemporalLinkDataModule": "datamodules.temporal_link.TemporalLinkDataModule",
-    "UnlearnClassifierModule": "zoo.uam.module.UnlearnClassifierModule",
-    "UnlearningDataModule": "datamodules.unlearning.UnlearningDataModule",
-    "UnlearnLMModule": "zoo.uam.module.UnlearnLMModule",
-    "LMUnlearningDataModule": "datamodules.lm_unlearning.LMUnlearningDataModule",
-    "UnlearningCallback": "callbacks.unlearning.UnlearningCallback",
-    "TSFMModule": "zoo.prune_finetune.module.TSFMModule",
-    "LTSFDataModule": "datamodules.ltsf.LTSFDataModule",
-    "TSFMPretrainDataModule": "datamodules.synthetic_tsfm.TSFMPretrainDataModule",
-    "PruneThenFinetune": "callbacks.prune_finetune.PruneThenFinetune",
-    "InstructionLMModule": "zoo.repguard.module.InstructionLMModule",
-    "BackdoorDataModule": "datamodules.backdoor.BackdoorDataModule",
-    "RepGuardCallback": "callbacks.backdoor_defense.RepGuardCallback",
-    "BackdoorEvaluation": "callbacks.backdoor_defense.BackdoorEvaluation",
-    "KAnswerModule": "zoo.dco.module.KAnswerModule",
-    "KAnswerDataModule": "datamodules.kanswer.KAnswerDataModule",
-    "CoverageLMModule": "zoo.dco.module.CoverageLMModule",
-    "CoverageLMDataModule": "datamodules.coverage_lm.CoverageLMDataModule",
-    "MoEEvalModule": "zoo.moe_cap.module.MoEEvalModule",
-    "MoEPromptDataModule": "datamodules.moe_prompts.MoEPromptDataModule",
-    "MoECAPCallback": "callbacks.moe_cap.MoECAPCallback",
-    "XRLHFModule": "zoo.xrlhf.module.XRLHFModule",
-    "PreferenceDataModule": "datamodules.preferences.PreferenceDataModule",
-    "XRLHFLMModule": "zoo.xrlhf.module.XRLHFLMModule",
-    "PreferenceLMDataModule": "datamodules.preference_lm.PreferenceLMDataModule",
-    "AverageRewardQLearning": "zoo.avg_reward_q.module.AverageRewardQLearning",
-    "TabularMDPDataModule": "datamodules.tabular_mdp.TabularMDPDataModule",
-    "SpanSeminormLogger": "callbacks.span_logger.SpanSeminormLogger",
-    "CooperativeBanditModule": "zoo.coop_se.module.CooperativeBanditModule",
-    "BanditGraphDataModule": "datamodules.bandit_graph.BanditGraphDataModule",
-}
+from zoo.core.manifest import Manifest
+
+#: The repository root: ``configs/`` and ``README.md`` live here.
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@functools.cache
+def manifests() -> dict[str, Manifest]:
+    """Every method's manifest by slug, in slug order (each ``zoo/<slug>/manifest.py`` defines ``MANIFEST``)."""
+    import zoo
+
+    found: dict[str, Manifest] = {}
+    for info in sorted(pkgutil.iter_modules(zoo.__path__), key=lambda i: i.name):
+        if not info.ispkg or info.name == "core" or importlib.util.find_spec(f"zoo.{info.name}.manifest") is None:
+            continue
+        manifest = getattr(importlib.import_module(f"zoo.{info.name}.manifest"), "MANIFEST", None)
+        if not isinstance(manifest, Manifest):
+            raise TypeError(f"zoo/{info.name}/manifest.py: expected `MANIFEST = Manifest(...)`")
+        if manifest.slug != info.name:
+            raise ValueError(f"zoo/{info.name}/manifest.py: slug={manifest.slug!r} differs from its package name")
+        found[manifest.slug] = manifest
+    return found
+
+
+def short_names() -> dict[str, str]:
+    """Short class name -> full class path over every manifest; a name two methods use is an error."""
+    names: dict[str, str] = {}
+    for manifest in manifests().values():
+        for path in manifest.class_paths():
+            short = path.rsplit(".", 1)[1]
+            if names.get(short, path) != path:
+                raise ValueError(f"short class name {short!r} is declared as {names[short]} and {path}")
+            names[short] = path
+    return names
+
+
+def owners(class_path: str) -> list[Manifest]:
+    """The manifests that declare ``class_path`` (a shared callback has several)."""
+    return [m for m in manifests().values() if class_path in m.class_paths()]
+
+
+def structure_rebuilders() -> dict[str, str]:
+    """Checkpoint structure kind -> ``"module:function"``, over every manifest."""
+    return {kind: target for m in manifests().values() for kind, target in m.structures.items()}
+
+
+def __getattr__(name: str) -> Any:
+    """``METHODS`` and ``CLASSES``, derived from the manifests on first use."""
+    if name == "METHODS":
+        keys = ("module", "datamodule", "paper", "status", "config")
+        return {slug: {k: getattr(m, k) for k in keys} for slug, m in manifests().items()}
+    if name == "CLASSES":
+        return short_names()
+    raise AttributeError(f"module 'zoo.core.registry' has no attribute {name!r}")
+
+
+def markdown_table() -> str:
+    """The README's table of methods (``zoo list --markdown``), one row per manifest."""
+    lines = ["| slug | paper | module | status | real data |", "|---|---|---|---|---|"]
+    for slug, m in manifests().items():
+        status = f"{m.status}; {m.status_note}" if m.status_note else m.status
+        summary = m.summary or f"`{m.module}`"
+        lines.append(f"| [{slug}](zoo/{slug}/README.md) | {m.paper} | {summary} | {status} | {m.real_data} |")
+    return "\n".join(lines)
+
+
+def list_command(argv: list[str]) -> int:
+    """``zoo list [--json | --markdown]``: the methods, their classes, papers and status."""
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(prog="zoo list", description="List the zoo's methods.")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--json", action="store_true", help="print a JSON list of objects")
+    group.add_argument("--markdown", action="store_true", help="print the README's table of methods")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return 2 if exc.code else 0
+    if args.markdown:
+        print(markdown_table())
+        return 0
+    fields = ("module", "datamodule", "paper", "status")
+    rows = [{"slug": slug, **{k: getattr(m, k) for k in fields}} for slug, m in manifests().items()]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for row in rows:
+        print(f"{row['slug']:<16} {row['status']:<12} {row['module']}  {row['datamodule']}")
+        print(f"{'':<16} {row['paper']}")
+    return 0

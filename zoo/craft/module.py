@@ -51,7 +51,7 @@ class TemporalLinkModule(ZooModule):
         pretrained: a local checkpoint or state dict to fine-tune from.
     """
 
-    monitor: ClassVar[str] = "val/ap"
+    monitor: ClassVar[str] = "val/mrr"
     mode: ClassVar[Literal["min", "max"]] = "max"
     #: Memory models must see the stream in order: a shuffled training loader is refused.
     requires_chronological: ClassVar[bool] = False

@@ -266,11 +266,11 @@ class KAnswerModule(CoverageModule):
 
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         """Validation cross-entropy (the early-stopped CE baseline reads pass@k on this split)."""
-        self.log("val/loss", F.cross_entropy(self(batch["x"]), batch["y"]))
+        self.log("val/loss", F.cross_entropy(self(batch["x"]), batch["y"]), sync_dist=True)
 
     def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         """Test cross-entropy and the coverage metrics of the current model."""
-        self.log("test/loss", F.cross_entropy(self(batch["x"]), batch["y"]))
+        self.log("test/loss", F.cross_entropy(self(batch["x"]), batch["y"]), sync_dist=True)
         for key, value in self.coverage_metrics().items():
             self.log(f"test_eval/{key}", value)
 
@@ -427,11 +427,11 @@ class CoverageLMModule(CoverageModule):
 
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         """Response-token cross-entropy (only when validation batches are enabled)."""
-        self.log("val/loss", self._eval_loss(batch), batch_size=batch["input_ids"].shape[0])
+        self.log("val/loss", self._eval_loss(batch), batch_size=batch["input_ids"].shape[0], sync_dist=True)
 
     def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         """Response-token cross-entropy on the test split."""
-        self.log("test/loss", self._eval_loss(batch), batch_size=batch["input_ids"].shape[0])
+        self.log("test/loss", self._eval_loss(batch), batch_size=batch["input_ids"].shape[0], sync_dist=True)
 
     def on_test_epoch_end(self) -> None:
         """The coverage metrics of the tested model under ``test_eval/``."""

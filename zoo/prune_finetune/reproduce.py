@@ -219,12 +219,12 @@ def run(
     select_on = (options or {}).get("select_stage1_on", OPTIONS["select_stage1_on"][0])
     if select_on not in OPTIONS["select_stage1_on"]:
         raise ValueError(f"select_stage1_on={select_on!r} must be one of {list(OPTIONS['select_stage1_on'])}")
-    from zoo.core.pretrained import recipe_checkpoint
+    from zoo.core.cli import train_recipe
 
     say = progress or Progress("prune_finetune")
     recipe = CONFIG_DIR / ("pretrain_quick.yaml" if quick else "pretrain.yaml")
     say(f"pretraining (cached after the first run): {recipe.name}")
-    pretrained = str(recipe_checkpoint(recipe))
+    pretrained = str(train_recipe(recipe))
     targets = ["taylor"] if quick else list(TARGETS)
     jobs = [(t, s, quick, pretrained, select_on) for t in targets for s in seeds]
     say(f"{len(jobs)} jobs (target x seed), 2 worker processes")

@@ -119,12 +119,16 @@ class InstructionLMModule(ZooModule):
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         """Response-token cross-entropy on the clean validation split (never triggered data)."""
         logits = self(batch["input_ids"], batch["attention_mask"])
-        self.log("val/loss", response_ce(logits, batch["labels"]), batch_size=batch["input_ids"].shape[0])
+        self.log(
+            "val/loss", response_ce(logits, batch["labels"]), batch_size=batch["input_ids"].shape[0], sync_dist=True
+        )
 
     def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         """Response-token cross-entropy on the test loader (the ASR / accuracy evaluation is ``evaluate``)."""
         logits = self(batch["input_ids"], batch["attention_mask"])
-        self.log("test/loss", response_ce(logits, batch["labels"]), batch_size=batch["input_ids"].shape[0])
+        self.log(
+            "test/loss", response_ce(logits, batch["labels"]), batch_size=batch["input_ids"].shape[0], sync_dist=True
+        )
 
     def configure_optimizers(self) -> Any:
         """AdamW over the trainable parameters (card: lr 1e-3, weight decay 0.01), with the optional schedule."""

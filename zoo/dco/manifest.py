@@ -1,0 +1,34 @@
+"""The dco method declares itself (strings only; see ``zoo.core.manifest``)."""
+
+from zoo.core.manifest import Manifest
+
+MANIFEST = Manifest(
+    slug="dco",
+    paper=(
+        "Rethinking Fine-Tuning when Scaling Test-Time Compute: Limiting Confidence Improves "
+        "Mathematical Reasoning (NeurIPS 2025)"
+    ),
+    module="zoo.dco.module.KAnswerModule",
+    datamodule="datamodules.kanswer.KAnswerDataModule",
+    config="configs/dco/default.yaml",
+    status="in progress",
+    status_note=(
+        "blocked (issue #6: the card's one-seed `--quick` fails C5 on a CE loss spike): loss, metric, "
+        "both tasks, baselines, `filter_mode`, `p_source`, tests, configs implemented; `zoo reproduce "
+        "dco`: 17/17 asserted claims hold (907 s); `--quick` (seed 0): 15/17, exits 1 (a CE loss spike "
+        "at the last epoch fails C5); DCO step 1.02x CE"
+    ),
+    summary=(
+        "`zoo.dco.module.KAnswerModule` / `CoverageLMModule` with `zoo.dco.loss.DCOLoss` and "
+        "`zoo.dco.metrics.PassAtK` (+ CE and its early stopping, label smoothing, test-time temperature, "
+        "confidence penalty)"
+    ),
+    real_data=(
+        "MATH-style jsonl (`problem`, `solution`, optional `answer`): `--data.init_args.source=jsonl "
+        "--data.init_args.path=<file>`; any local Hugging Face LM (`hf_path`, `smollm2`)"
+    ),
+    modules=("zoo.dco.module.CoverageLMModule",),
+    datamodules=("datamodules.coverage_lm.CoverageLMDataModule",),
+    extra="dco",
+    ddp=(),
+)
