@@ -34,6 +34,33 @@ MOVED: dict[str, dict[str, tuple[str, ...]]] = {
             "log",
         ),
     },
+    "datamodules.temporal_formats": {
+        "datamodules.temporal_graph.dyglib": ("DYGLIB_FEAT_DIM", "read_dyglib"),
+        "datamodules.temporal_graph.jodie": ("parse_jodie", "read_jodie"),
+        "datamodules.temporal_graph.raw": ("missing_file", "RawTemporal", "TemporalFormatError", "time_quantile_split"),
+        "datamodules.temporal_graph.readers": ("FormatName", "read_temporal", "resolve_source"),
+        "datamodules.temporal_graph.tgb": ("read_tgb", "read_tgbseq", "tgb_negative_files"),
+    },
+    "datamodules.seen_unseen": {
+        "datamodules.temporal_graph.synthetic": (
+            "BayesOracle",
+            "JODIE_HEADER",
+            "seen_unseen_stream",
+            "SeenUnseenStream",
+            "validate_generator_args",
+        ),
+    },
+    "datamodules.temporal_link": {
+        "datamodules.temporal_graph.datamodule": ("SplitName", "TemporalLinkDataModule"),
+        "datamodules.temporal_graph.index": (
+            "sample_without_replacement",
+            "splitmix64",
+            "TemporalIndex",
+            "WINDOW_CACHE_ENTRIES",
+        ),
+        "datamodules.temporal_graph.raw": ("TemporalFormatError",),
+        "datamodules.temporal_graph.stream": ("TemporalStream",),
+    },
     # MOVED
 }
 
