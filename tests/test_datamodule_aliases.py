@@ -61,6 +61,44 @@ MOVED: dict[str, dict[str, tuple[str, ...]]] = {
         "datamodules.temporal_graph.raw": ("TemporalFormatError",),
         "datamodules.temporal_graph.stream": ("TemporalStream",),
     },
+    "datamodules.ltsf": {
+        "datamodules.timeseries.cache": ("atomic_write",),
+        "datamodules.timeseries.csv_series": (
+            "ETT_COLUMNS",
+            "FormatName",
+            "INDEX_COLUMNS",
+            "parse_frame",
+            "read_series_csv",
+        ),
+        "datamodules.timeseries.ltsf_datamodule": ("ETT_HOUR_BORDERS", "LTSFDataModule", "SplitName", "SPLITS"),
+        "datamodules.timeseries.packaged": ("load_source", "SourceName"),
+        "datamodules.timeseries.synthetic_ett": (
+            "ETT_HOUR_ROWS",
+            "synthetic_ett_frame",
+            "synthetic_ett_path",
+            "write_synthetic_ett",
+        ),
+        "datamodules.timeseries.windows": ("collate_windows", "gather_windows", "WindowDataset"),
+        "zoo.core.cache": ("cache_root",),
+    },
+    "datamodules.synthetic_tsfm": {
+        "datamodules.timeseries.corpus_windows": ("CorpusWindows", "EpochWindowSampler"),
+        "datamodules.timeseries.pretrain_datamodule": ("TSFMPretrainDataModule",),
+        "datamodules.timeseries.synthetic_corpus": (
+            "_cholesky_sample",
+            "_compose",
+            "_draw_composition",
+            "corpus_cache_path",
+            "corpus_layout",
+            "DOMAIN_PERIODS",
+            "GENERATOR_VERSION",
+            "gp_series",
+            "JITTER",
+            "KERNELS",
+            "make_corpus",
+            "parametric_series",
+        ),
+    },
     # MOVED
 }
 
