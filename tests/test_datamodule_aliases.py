@@ -168,6 +168,26 @@ MOVED: dict[str, dict[str, tuple[str, ...]]] = {
         "datamodules.classification.kanswer_datamodule": ("KAnswerDataModule",),
         "datamodules.classification.kanswer_synthetic": ("kanswer_data",),
     },
+    "datamodules.json_records": {
+        "datamodules.common.json_records": ("read_json_records",),
+    },
+    "datamodules.lm_facts": {
+        "datamodules.text.facts": (
+            "FactSet",
+            "FORGET_ATTRIBUTES",
+            "make_facts",
+            "MCQ_STEM",
+            "MCQItem",
+            "RETAIN_ATTRIBUTES",
+            "TEMPLATES",
+        ),
+        "datamodules.text.readers": ("read_mcq_jsonl", "read_text_jsonl"),
+        "datamodules.text.tokenizer": ("SPECIAL_TOKENS", "WordTokenizer"),
+        "zoo.core.lm": ("locate_smollm2", "SMOLLM2_GGUF", "SMOLLM2_PIP"),
+    },
+    "datamodules.lm_unlearning": {
+        "datamodules.text.unlearning_datamodule": ("LMUnlearningDataModule", "Phase"),
+    },
     # MOVED
 }
 

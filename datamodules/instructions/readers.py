@@ -11,16 +11,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from datamodules.common.json_records import read_json_records
 from datamodules.instructions.synthetic import Sample
 from datamodules.instructions.vocab import BOS, EOS, REFUSE, SEP
-from datamodules.json_records import read_json_records
 
 #: Keys of an instruction record.
 RECORD_FIELDS: tuple[str, ...] = ("instruction", "input", "output")
 
 
 def _raw_records(path: Path) -> list[tuple[str, Any]]:
-    """``(where, object)`` per record (``datamodules.json_records``)."""
+    """``(where, object)`` per record (``datamodules.common.json_records``)."""
     return read_json_records(path, lambda line, i: f"record {i} (line {line})")
 
 

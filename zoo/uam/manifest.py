@@ -26,7 +26,7 @@ MANIFEST = Manifest(
         "page)"
     ),
     modules=("zoo.uam.module.UnlearnLMModule",),
-    datamodules=("datamodules.lm_unlearning.LMUnlearningDataModule",),
+    datamodules=("datamodules.text.unlearning_datamodule.LMUnlearningDataModule",),
     callbacks=("callbacks.unlearning.UnlearningCallback",),
     extra="uam",
     ddp=(),
