@@ -188,6 +188,29 @@ MOVED: dict[str, dict[str, tuple[str, ...]]] = {
     "datamodules.lm_unlearning": {
         "datamodules.text.unlearning_datamodule": ("LMUnlearningDataModule", "Phase"),
     },
+    "datamodules.math_formats": {
+        "datamodules.math_text.answers": ("answers_equivalent", "last_boxed", "MAX_SYMPY_CHARS", "normalize_answer"),
+        "datamodules.math_text.math_records": ("read_math_records", "RECORD_FIELDS", "write_math_jsonl"),
+    },
+    "datamodules.coverage_lm": {
+        "datamodules.math_text.addition": (
+            "addition_examples",
+            "ADDITION_VOCAB",
+            "BOS",
+            "CharVocab",
+            "EOS",
+            "EQUALS",
+            "noise_table",
+            "PLUS",
+        ),
+        "datamodules.math_text.coverage_datamodule": ("CoverageLMDataModule", "KeptSampler"),
+        "datamodules.math_text.prompt_response": ("collate_prompt_response", "PromptResponseDataset"),
+    },
+    "datamodules.moe_prompts": {
+        "datamodules.math_text.arith_em": ("arith_em_items", "arith_em_splits", "ARITH_OPS", "MAX_DIGITS"),
+        "datamodules.math_text.gsm8k": ("read_gsm8k_jsonl",),
+        "datamodules.math_text.prompt_datamodule": ("collate_prompts", "MoEPromptDataModule"),
+    },
     # MOVED
 }
 

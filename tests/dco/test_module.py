@@ -11,7 +11,7 @@ from conftest import installed
 from lightning.pytorch import Trainer
 
 from datamodules.classification.kanswer_datamodule import KAnswerDataModule
-from datamodules.coverage_lm import CoverageLMDataModule
+from datamodules.math_text.coverage_datamodule import CoverageLMDataModule
 from zoo.dco.metrics import exact_pass_at_k, pass_at_k
 from zoo.dco.module import CoverageLMModule, KAnswerModule
 

@@ -28,7 +28,7 @@ MANIFEST = Manifest(
         "--data.init_args.path=<file>`; any local Hugging Face LM (`hf_path`, `smollm2`)"
     ),
     modules=("zoo.dco.module.CoverageLMModule",),
-    datamodules=("datamodules.coverage_lm.CoverageLMDataModule",),
+    datamodules=("datamodules.math_text.coverage_datamodule.CoverageLMDataModule",),
     extra="dco",
     ddp=(),
 )
