@@ -211,7 +211,6 @@ MOVED: dict[str, dict[str, tuple[str, ...]]] = {
         "datamodules.math_text.gsm8k": ("read_gsm8k_jsonl",),
         "datamodules.math_text.prompt_datamodule": ("collate_prompts", "MoEPromptDataModule"),
     },
-    # MOVED
 }
 
 
