@@ -237,3 +237,40 @@ def test_old_class_path_in_a_saved_config_parses(tmp_path: Path) -> None:
     from datamodules.decision.mdp_datamodule import TabularMDPDataModule
 
     assert type(cli.datamodule) is TabularMDPDataModule
+
+
+#: generators and readers that import neither torch nor lightning (a data tool or a test can use them alone)
+LIGHT = (
+    "datamodules.classification.kanswer_synthetic",
+    "datamodules.classification.readers",
+    "datamodules.common.json_records",
+    "datamodules.decision.arms",
+    "datamodules.instructions.readers",
+    "datamodules.instructions.synthetic",
+    "datamodules.instructions.triggers",
+    "datamodules.math_text.addition",
+    "datamodules.math_text.answers",
+    "datamodules.math_text.arith_em",
+    "datamodules.math_text.math_records",
+    "datamodules.temporal_graph.readers",
+    "datamodules.temporal_graph.synthetic",
+    "datamodules.text.facts",
+    "datamodules.text.readers",
+    "datamodules.timeseries.csv_series",
+    "datamodules.timeseries.synthetic_corpus",
+    "datamodules.timeseries.synthetic_ett",
+)
+
+
+def test_generators_and_readers_stay_light() -> None:
+    """Splitting the datamodules left the generators and readers free of torch, lightning, transformers and PyG."""
+    import subprocess
+    import sys
+
+    code = (
+        f"import importlib, sys; [importlib.import_module(m) for m in {LIGHT!r}];"
+        "bad=[m for m in ('torch','lightning','transformers','torch_geometric','networkx') if m in sys.modules];"
+        "assert not bad, bad"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
