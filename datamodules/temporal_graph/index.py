@@ -12,6 +12,11 @@ WINDOW_CACHE_ENTRIES = 64_000_000
 _MAX_COLLISION_ROUNDS = 64
 
 
+# --------------------------------------------------------------------------------------------------------------
+# Causal history lookup
+# --------------------------------------------------------------------------------------------------------------
+
+
 class TemporalIndex:
     """Vectorised causal history over an undirected temporal adjacency (event u->v inserted as (u,v) and (v,u)).
 
@@ -228,6 +233,11 @@ class TemporalIndex:
                 vals = self.nbr[np.minimum(idx, len(self.nbr) - 1)]
                 hit[r] = ((vals == other[r, None]) & inside).any(1)
         return hit.reshape(shape)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Sampling helpers
+# --------------------------------------------------------------------------------------------------------------
 
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)

@@ -84,6 +84,11 @@ def time_quantile_split(t: np.ndarray, val_ratio: float, test_ratio: float) -> n
     return split
 
 
+# --------------------------------------------------------------------------------------------------------------
+# Vectorised CSV parsing with line-accurate errors
+# --------------------------------------------------------------------------------------------------------------
+
+
 @dataclass
 class _Table:
     """A parsed CSV body with what is needed to name lines in errors."""

@@ -26,6 +26,11 @@ _TGB_COMMENT_MAX_WORDS = 5000
 _SPLITS = ("val", "test")
 
 
+# --------------------------------------------------------------------------------------------------------------
+# TGB
+# --------------------------------------------------------------------------------------------------------------
+
+
 def _first_appearance_ids(src: pd.Series, dst: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """TGB's string-ID mapping: one shared space, ids by first appearance row by row (src before dst), +1."""
     both = np.column_stack([src.to_numpy(dtype=object), dst.to_numpy(dtype=object)]).ravel()
@@ -163,6 +168,11 @@ def read_tgb(
         rows = np.flatnonzero(raw.split == code)
         raw.eval_neg[split], raw.eval_neg_mask[split] = _tgb_negatives(files[split], raw, rows, lines, split)
     return raw
+
+
+# --------------------------------------------------------------------------------------------------------------
+# TGB-Seq
+# --------------------------------------------------------------------------------------------------------------
 
 
 def read_tgbseq(path: str | Path, *, name: str | None = None, sort: bool = False) -> RawTemporal:

@@ -53,6 +53,11 @@ JITTER = 1e-6
 _CHUNK = 64
 
 
+# --------------------------------------------------------------------------------------------------------------
+# layout
+# --------------------------------------------------------------------------------------------------------------
+
+
 def corpus_layout(num_series: int, seed: int = 0) -> dict[str, np.ndarray]:
     """Which series are GP samples and which domain each one has (a pure function of ``(num_series, seed)``).
 
@@ -67,6 +72,11 @@ def corpus_layout(num_series: int, seed: int = 0) -> dict[str, np.ndarray]:
     is_gp = rng.permutation(num_series) < num_series // 2
     domain = rng.integers(0, len(DOMAIN_PERIODS), num_series)
     return {"is_gp": is_gp, "domain": domain}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Gaussian-process half
+# --------------------------------------------------------------------------------------------------------------
 
 
 def _draw_kernel(rng: np.random.Generator, kind: str, periods: Sequence[int], T: int) -> tuple[str, float, float]:
@@ -196,6 +206,11 @@ def gp_series(domains: np.ndarray, length: int, rng: np.random.Generator) -> np.
     return out
 
 
+# --------------------------------------------------------------------------------------------------------------
+# parametric half
+# --------------------------------------------------------------------------------------------------------------
+
+
 def parametric_series(domains: np.ndarray, length: int, rng: np.random.Generator, burn_in: int = 200) -> np.ndarray:
     """Trend + seasonal sinusoids + stationary AR(1|2) noise, optional random walk and level shifts, vectorised.
 
@@ -241,6 +256,11 @@ def parametric_series(domains: np.ndarray, length: int, rng: np.random.Generator
         for _ in range(int(rng.poisson(1.0))):
             out[i, int(rng.integers(1, T)) :] += rng.normal(0.0, 1.0)
     return out
+
+
+# --------------------------------------------------------------------------------------------------------------
+# corpus
+# --------------------------------------------------------------------------------------------------------------
 
 
 def _settings(num_series: int, length: int, seed: int) -> dict[str, Any]:
