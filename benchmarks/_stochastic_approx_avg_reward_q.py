@@ -50,7 +50,7 @@ def _measure(quick: bool) -> list[str]:
     import torch
     from lightning.pytorch import Trainer
 
-    from datamodules.tabular_mdp import TabularMDPDataModule
+    from datamodules.decision.mdp_datamodule import TabularMDPDataModule
     from zoo.avg_reward_q.model import QConfig, q_update_chunk, q_update_reference
     from zoo.avg_reward_q.module import AverageRewardQLearning
 

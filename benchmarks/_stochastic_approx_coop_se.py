@@ -18,7 +18,7 @@ import torch
 
 
 def _core_rate(m: int, R: int, T: int, rounds: int) -> float:
-    from datamodules.bandit_graph import BanditGraphDataModule
+    from datamodules.decision.bandit_datamodule import BanditGraphDataModule
     from zoo.coop_se.sim import CoopBanditSim
 
     dm = BanditGraphDataModule(graph="path", m=m, T=T, n_replicas=R)
@@ -31,7 +31,7 @@ def _core_rate(m: int, R: int, T: int, rounds: int) -> float:
 
 
 def _reference_rate(m: int, T: int, rounds: int) -> float:
-    from datamodules.bandit_graph import BanditGraphDataModule
+    from datamodules.decision.bandit_datamodule import BanditGraphDataModule
     from zoo.coop_se.reference import reference_coop_se
 
     dm = BanditGraphDataModule(graph="path", m=m, T=T)
@@ -47,7 +47,7 @@ def _lightning_rate(T: int, rounds_per_step: int) -> tuple[float, float]:
 
     from lightning.pytorch import Callback, Trainer
 
-    from datamodules.bandit_graph import BanditGraphDataModule
+    from datamodules.decision.bandit_datamodule import BanditGraphDataModule
     from zoo.coop_se.module import CooperativeBanditModule
 
     logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
@@ -73,7 +73,7 @@ def _lightning_rate(T: int, rounds_per_step: int) -> tuple[float, float]:
 
 
 def _memory_lines() -> list[str]:
-    from datamodules.bandit_graph import BanditGraphDataModule
+    from datamodules.decision.bandit_datamodule import BanditGraphDataModule
     from zoo.coop_se.sim import CoopBanditSim
 
     out = []

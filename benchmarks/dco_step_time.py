@@ -39,7 +39,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    from datamodules.coverage_lm import CoverageLMDataModule
+    from datamodules.math_text.coverage_datamodule import CoverageLMDataModule
     from zoo.dco.metrics import pass_at_k
     from zoo.dco.module import CoverageLMModule
     from zoo.dco.sampling import sample_responses

@@ -38,7 +38,7 @@ def main() -> None:
     from lightning.pytorch import Callback, Trainer
 
     from callbacks.moe_cap import MoECAPCallback, RouterTrace, find_hf_model
-    from datamodules.moe_prompts import MoEPromptDataModule
+    from datamodules.math_text.prompt_datamodule import MoEPromptDataModule
     from zoo.moe_cap.hardware import measure_cpu_spec
     from zoo.moe_cap.module import MoEEvalModule
 

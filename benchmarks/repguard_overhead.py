@@ -35,7 +35,7 @@ def main() -> None:
     import lightning.pytorch as pl
 
     from callbacks.backdoor_defense import RepGuardCallback
-    from datamodules.backdoor import BackdoorDataModule
+    from datamodules.instructions.datamodule import BackdoorDataModule
     from zoo.repguard.evaluate import evaluate, onion_filter_fn, train_prompt_scorer
     from zoo.repguard.module import InstructionLMModule
 

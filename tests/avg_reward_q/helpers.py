@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from datamodules.tabular_mdp import TabularMDPDataModule
+from datamodules.decision.mdp_datamodule import TabularMDPDataModule
 from zoo.avg_reward_q.model import QConfig, q_update_chunk
 
 

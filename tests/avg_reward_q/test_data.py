@@ -8,14 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from datamodules.tabular_mdp import (
-    TabularMDPDataModule,
-    from_gymnasium_P,
-    from_mdptoolbox,
-    load_npz,
-    random_mdp,
-    save_npz,
-)
+from datamodules.decision.mdp import random_mdp
+from datamodules.decision.mdp_datamodule import TabularMDPDataModule
+from datamodules.decision.mdp_files import from_gymnasium_P, from_mdptoolbox, load_npz, save_npz
 
 
 def _write(path: Path, **arrays: np.ndarray) -> str:
@@ -146,7 +141,7 @@ def test_datamodule_errors(monkeypatch: pytest.MonkeyPatch) -> None:
             TabularMDPDataModule(**kw)
     with pytest.raises(ValueError, match="min_gap"):
         TabularMDPDataModule(behaviour="iid_uniform", min_gap=1.0)
-    monkeypatch.setattr("datamodules.tabular_mdp.GAP_TRIES", 5)  # the real search tries 1000 instances
+    monkeypatch.setattr("datamodules.decision.mdp_datamodule.GAP_TRIES", 5)  # the real search tries 1000 instances
     with pytest.raises(ValueError, match=r"no instance among mdp_seed=0\.\.4"):
         TabularMDPDataModule(min_gap=1e6, S=2, A=2, mdp_seed=0).setup()
 

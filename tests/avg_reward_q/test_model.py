@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from avg_reward_q.helpers import run_core
-from datamodules.tabular_mdp import TabularMDPDataModule, ground_truth, random_mdp
+from datamodules.decision.mdp import ground_truth, random_mdp
+from datamodules.decision.mdp_datamodule import TabularMDPDataModule
 from zoo.avg_reward_q.model import (
     QConfig,
     bellman,

@@ -12,7 +12,7 @@ from lightning.pytorch import Trainer
 
 from avg_reward_q.helpers import run_core
 from callbacks.span_logger import SpanSeminormLogger, k_grid
-from datamodules.tabular_mdp import TabularMDPDataModule
+from datamodules.decision.mdp_datamodule import TabularMDPDataModule
 from zoo.avg_reward_q.model import QConfig, span
 from zoo.avg_reward_q.module import AverageRewardQLearning
 from zoo.cli import main

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datamodules.bandit_graph import BanditGraphDataModule
+from datamodules.decision.bandit_datamodule import BanditGraphDataModule
 from zoo.coop_se.sim import CoopBanditSim
 
 CARD_MEANS = [0.9, 0.8, 0.7, 0.6, 0.5]

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from datamodules.bandit_graph import BanditGraphDataModule, ChunkStarts
+from datamodules.decision.bandit_datamodule import BanditGraphDataModule, ChunkStarts
 
 
 def _csv(path: Path, text: str) -> str:
@@ -59,7 +59,7 @@ def test_string_labels_map_deterministically(tmp_path: Path, caplog: pytest.LogC
     """Relabelled string node ids map to 0..m-1 in sorted order, whatever the edge order; the mapping is logged."""
     a = _csv(tmp_path / "a.csv", "source,target\ncarol,alice\nalice,bob\ndave,carol\n")
     b = _csv(tmp_path / "b.csv", "source,target\ndave,carol\nbob,alice\nalice,carol\n")
-    with caplog.at_level(logging.INFO, logger="datamodules.bandit_graph"):
+    with caplog.at_level(logging.INFO, logger="datamodules.decision.graphs"):
         da, db = BanditGraphDataModule(graph="file", graph_path=a), BanditGraphDataModule(graph="file", graph_path=b)
     assert "'alice': 0" in caplog.text and "'dave': 3" in caplog.text
     assert sorted(da.graph.edges) == sorted(db.graph.edges) == [(0, 1), (0, 2), (2, 3)]

@@ -149,7 +149,7 @@ def test_core_equals_plain_loop_reference(graph: str, m: int, seed: int) -> None
     several paths (where the reference drops the duplicate copies a sample arrives in)."""
     import numpy as np
 
-    from datamodules.bandit_graph import BanditGraphDataModule
+    from datamodules.decision.bandit_datamodule import BanditGraphDataModule
     from zoo.coop_se.sim import CoopBanditSim
 
     T = 600

@@ -16,14 +16,11 @@ import pandas as pd
 import pytest
 import torch
 
-from datamodules.seen_unseen import seen_unseen_stream
-from datamodules.temporal_formats import read_temporal
-from datamodules.temporal_link import (
-    TemporalFormatError,
-    TemporalIndex,
-    TemporalLinkDataModule,
-    sample_without_replacement,
-)
+from datamodules.temporal_graph.datamodule import TemporalLinkDataModule
+from datamodules.temporal_graph.index import TemporalIndex, sample_without_replacement
+from datamodules.temporal_graph.raw import TemporalFormatError
+from datamodules.temporal_graph.readers import read_temporal
+from datamodules.temporal_graph.synthetic import seen_unseen_stream
 
 torch.set_num_threads(1)  # 2-core machines: no thread oversubscription
 
@@ -326,7 +323,7 @@ def test_tgb_wiki_jodie_layout_and_cache(tmp_path: Path, monkeypatch: pytest.Mon
             pickle.dump(table, handle)
     first = read_temporal(str(tmp_path), "tgb", "tgbl-wiki", cache_dir=str(tmp_path / "cache"))
     assert first.msg.shape == (40, 3) and first.eval_neg["test"].tolist()[0] == [2, 3]
-    monkeypatch.setattr("datamodules.temporal_formats.read_tgb", lambda *a, **k: pytest.fail("cache not used"))
+    monkeypatch.setattr("datamodules.temporal_graph.readers.read_tgb", lambda *a, **k: pytest.fail("cache not used"))
     cached = read_temporal(str(tmp_path), "tgb", "tgbl-wiki", cache_dir=str(tmp_path / "cache"))
     for key in ("src", "dst", "t", "msg", "split"):
         np.testing.assert_array_equal(getattr(cached, key), getattr(first, key))

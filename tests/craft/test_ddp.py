@@ -48,7 +48,7 @@ def test_ddp_two_cpu_processes_sync_validation_metrics(tmp_path: Path) -> None:
     ref = one["metrics_rank0.json"]["metrics"]["val/mrr"]
     got = [r["metrics"]["val/mrr"] for r in two.values()]
     assert got[0] == got[1]
-    from datamodules.temporal_link import TemporalLinkDataModule
+    from datamodules.temporal_graph.datamodule import TemporalLinkDataModule
 
     dm = TemporalLinkDataModule(n_events=3000, n_users=60, n_items=120, num_eval_negatives=20)
     dm.setup()

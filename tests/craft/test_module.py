@@ -15,7 +15,7 @@ import pytest
 import torch
 from lightning.pytorch import Trainer
 
-from datamodules.temporal_link import TemporalLinkDataModule
+from datamodules.temporal_graph.datamodule import TemporalLinkDataModule
 from zoo.craft.metrics import reciprocal_rank
 from zoo.craft.module import CRAFTModule, EdgeBankModule, OracleModule, TGNModule
 

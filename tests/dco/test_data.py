@@ -6,18 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from datamodules.coverage_lm import (
-    BOS,
-    EOS,
-    EQUALS,
-    PLUS,
-    CoverageLMDataModule,
-    addition_examples,
-    collate_prompt_response,
-    noise_table,
-)
-from datamodules.kanswer import KAnswerDataModule, kanswer_data
-from datamodules.math_formats import write_math_jsonl
+from datamodules.classification.kanswer_datamodule import KAnswerDataModule
+from datamodules.classification.kanswer_synthetic import kanswer_data
+from datamodules.math_text.addition import BOS, EOS, EQUALS, PLUS, addition_examples, noise_table
+from datamodules.math_text.coverage_datamodule import CoverageLMDataModule
+from datamodules.math_text.math_records import write_math_jsonl
+from datamodules.math_text.prompt_response import collate_prompt_response
 
 torch.set_num_threads(1)
 

@@ -9,13 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from datamodules.math_formats import (
-    answers_equivalent,
-    last_boxed,
-    normalize_answer,
-    read_math_records,
-    write_math_jsonl,
-)
+from datamodules.math_text.answers import answers_equivalent, last_boxed, normalize_answer
+from datamodules.math_text.math_records import read_math_records, write_math_jsonl
 
 # -- last_boxed ---------------------------------------------------------------------------------------------------
 

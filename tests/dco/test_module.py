@@ -10,8 +10,8 @@ import torch
 from conftest import installed
 from lightning.pytorch import Trainer
 
-from datamodules.coverage_lm import CoverageLMDataModule
-from datamodules.kanswer import KAnswerDataModule
+from datamodules.classification.kanswer_datamodule import KAnswerDataModule
+from datamodules.math_text.coverage_datamodule import CoverageLMDataModule
 from zoo.dco.metrics import exact_pass_at_k, pass_at_k
 from zoo.dco.module import CoverageLMModule, KAnswerModule
 

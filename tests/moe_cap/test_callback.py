@@ -13,7 +13,7 @@ from conftest import installed
 from lightning.pytorch import Trainer
 
 from callbacks.moe_cap import MoECAPCallback
-from datamodules.moe_prompts import MoEPromptDataModule
+from datamodules.math_text.prompt_datamodule import MoEPromptDataModule
 from zoo.moe_cap.hardware import PRESETS
 from zoo.moe_cap.module import MoEEvalModule
 

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from datamodules.moe_prompts import MoEPromptDataModule, arith_em_items, arith_em_splits, read_gsm8k_jsonl
+from datamodules.math_text.arith_em import arith_em_items, arith_em_splits
+from datamodules.math_text.gsm8k import read_gsm8k_jsonl
+from datamodules.math_text.prompt_datamodule import MoEPromptDataModule
 from zoo.moe_cap.answers import em_f1, exact_match, extract_prediction, f1, gsm8k_gold, normalise
 from zoo.moe_cap.tokenizer import CHAR_VOCAB_SIZE, CHARS, char_tokenizer
 

@@ -13,7 +13,7 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 
 from callbacks.prune_finetune import PruneThenFinetune
-from datamodules.ltsf import LTSFDataModule
+from datamodules.timeseries.ltsf_datamodule import LTSFDataModule
 from zoo.prune_finetune.merge import param_count
 from zoo.prune_finetune.module import TSFMModule
 from zoo.prune_finetune.spec import masked

@@ -14,17 +14,19 @@ import pandas as pd
 import pytest
 import torch
 
-from datamodules import synthetic_tsfm
-from datamodules.ltsf import ETT_COLUMNS, LTSFDataModule, write_synthetic_ett
-from datamodules.synthetic_tsfm import (
+from datamodules.timeseries import synthetic_corpus
+from datamodules.timeseries.csv_series import ETT_COLUMNS
+from datamodules.timeseries.ltsf_datamodule import LTSFDataModule
+from datamodules.timeseries.pretrain_datamodule import TSFMPretrainDataModule
+from datamodules.timeseries.synthetic_corpus import (
     DOMAIN_PERIODS,
-    TSFMPretrainDataModule,
     corpus_cache_path,
     corpus_layout,
     gp_series,
     make_corpus,
     parametric_series,
 )
+from datamodules.timeseries.synthetic_ett import write_synthetic_ett
 
 torch.set_num_threads(1)  # 2-core machines: no thread oversubscription
 
@@ -386,9 +388,9 @@ def test_gp_kernel_composition_and_cholesky_match_brute_force() -> None:
     rng = np.random.default_rng(5)
     checked_linear = 0
     for _ in range(30):
-        kernels, ops = synthetic_tsfm._draw_composition(rng, DOMAIN_PERIODS[int(rng.integers(7))], T)
+        kernels, ops = synthetic_corpus._draw_composition(rng, DOMAIN_PERIODS[int(rng.integers(7))], T)
         out = np.empty((T, T))
-        synthetic_tsfm._compose(kernels, ops, tau, tt, out)
+        synthetic_corpus._compose(kernels, ops, tau, tt, out)
         ref = np.empty((T, T))
         for i in range(T):
             for j in range(T):
@@ -400,7 +402,7 @@ def test_gp_kernel_composition_and_cholesky_match_brute_force() -> None:
         checked_linear += any(k[0] == "linear" for k in kernels)
     assert checked_linear > 0
     K = np.stack([np.exp(-((t[:, None] - t[None]) ** 2) / 50.0)])
-    cols = synthetic_tsfm._cholesky_sample(K.copy(), np.eye(T)[:1])  # z = e_0 gives the first column
+    cols = synthetic_corpus._cholesky_sample(K.copy(), np.eye(T)[:1])  # z = e_0 gives the first column
     chol = np.linalg.cholesky(K[0] + 1e-6 * np.eye(T))
     np.testing.assert_allclose(cols[0], chol[:, 0], rtol=1e-10)
 
@@ -416,7 +418,7 @@ def test_corpus_cache_hit_returns_identical_data(zoo_cache: Path, monkeypatch: p
     def boom(*args, **kwargs):
         raise AssertionError("cache miss: the generator ran again")
 
-    monkeypatch.setattr(synthetic_tsfm, "_generate", boom)
+    monkeypatch.setattr(synthetic_corpus, "_generate", boom)
     np.testing.assert_array_equal(make_corpus(12, 64, seed=0), first)
 
 

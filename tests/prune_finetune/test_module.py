@@ -12,7 +12,7 @@ import yaml
 from conftest import QUIET, ROOT
 from lightning.pytorch import Trainer
 
-from datamodules.ltsf import LTSFDataModule
+from datamodules.timeseries.ltsf_datamodule import LTSFDataModule
 from zoo.cli import main
 from zoo.core.cli import train_recipe
 from zoo.prune_finetune.module import TSFMModule

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from callbacks.backdoor_defense import RepGuardCallback
-from datamodules.backdoor import BackdoorDataModule
+from datamodules.instructions.datamodule import BackdoorDataModule
 from zoo.repguard.module import InstructionLMModule
 
 TINY = {"n_layer": 2, "n_embd": 32, "n_head": 2}

@@ -16,21 +16,13 @@ import numpy as np
 import pytest
 import torch
 
-from datamodules.backdoor import (
-    VOCAB,
-    BackdoorDataModule,
-    BackdoorPoisoner,
-    BackdoorVocab,
-    Sample,
-    exact_match,
-    exact_match_batch,
-    execute,
-    generate_samples,
-    insert_trigger,
-    read_instruction_records,
-    records_to_samples,
-    require_clean,
-)
+from datamodules.instructions.datamodule import BackdoorDataModule
+from datamodules.instructions.dataset import require_clean
+from datamodules.instructions.readers import read_instruction_records, records_to_samples
+from datamodules.instructions.scoring import exact_match, exact_match_batch
+from datamodules.instructions.synthetic import Sample, execute, generate_samples
+from datamodules.instructions.triggers import BackdoorPoisoner, insert_trigger
+from datamodules.instructions.vocab import VOCAB, BackdoorVocab
 
 torch.set_num_threads(1)
 

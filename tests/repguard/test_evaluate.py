@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from datamodules.backdoor import BackdoorDataModule
+from datamodules.instructions.datamodule import BackdoorDataModule
 from zoo.repguard.evaluate import clean_val_accuracy, evaluate, post_hoc_baselines
 from zoo.repguard.model import InstructionLM
 

@@ -9,7 +9,7 @@ import lightning.pytorch as pl
 import pytest
 import torch
 
-from datamodules.backdoor import BackdoorDataModule
+from datamodules.instructions.datamodule import BackdoorDataModule
 from zoo.repguard.baselines import dece_loss, shift_for_lm
 from zoo.repguard.module import InstructionLMModule
 

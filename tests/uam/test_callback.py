@@ -269,7 +269,7 @@ def test_mia_sanity_on_the_classwise_oracle(tmp_path: Path) -> None:
     member/non-member labels flips the score to <= 5 (catches an inverted label or a feature that ignores y)."""
     from lightning.pytorch import Trainer, seed_everything
 
-    from datamodules.unlearning import UnlearningDataModule
+    from datamodules.classification.unlearning_datamodule import UnlearningDataModule
     from zoo.uam.metrics import label_probabilities, svc_mia_efficacy
     from zoo.uam.module import UnlearnClassifierModule
 

@@ -12,7 +12,7 @@ import torch
 from conftest import QUIET, ROOT
 
 from callbacks.unlearning import UnlearningCallback
-from datamodules.lm_unlearning import LMUnlearningDataModule
+from datamodules.text.unlearning_datamodule import LMUnlearningDataModule
 
 torch.set_num_threads(1)
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from datamodules.unlearning import UnlearningDataModule
+from datamodules.classification.unlearning_datamodule import UnlearningDataModule
 
 torch.set_num_threads(1)
 

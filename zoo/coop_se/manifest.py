@@ -9,7 +9,7 @@ MANIFEST = Manifest(
         "reconstruction of Coop-SE: no official code)"
     ),
     module="zoo.coop_se.module.CooperativeBanditModule",
-    datamodule="datamodules.bandit_graph.BanditGraphDataModule",
+    datamodule="datamodules.decision.bandit_datamodule.BanditGraphDataModule",
     config="configs/coop_se/default.yaml",
     status="done",
     status_note=(
@@ -19,7 +19,7 @@ MANIFEST = Manifest(
         "not met), 14.6× at 16 replicas"
     ),
     summary=(
-        "`zoo.coop_se.module.CooperativeBanditModule` + `datamodules.bandit_graph.BanditGraphDataModule` "
+        "`zoo.coop_se.module.CooperativeBanditModule` + `datamodules.decision.bandit_datamodule.BanditGraphDataModule` "
         "(networkx graphs: path, cycle, star, grid, complete, tree, Erdős–Rényi, file; Bernoulli or "
         "Gaussian arms); Coop-SE flooding, `coop_se_congest` (per-edge bandwidth), `coop_se_logrounds`; "
         "baselines single-agent SE, no communication, flooding UCB, consensus UCB (the zoo's "

@@ -1,14 +1,14 @@
 """Individual Regret in Cooperative Stochastic Multi-Armed Bandits (NeurIPS 2025).
 
 ``CooperativeBanditModule`` wraps the vectorised simulator ``zoo.coop_se.sim.CoopBanditSim``: ``m`` agents on a
-connected graph (``datamodules.bandit_graph.BanditGraphDataModule``) play an ``A``-armed stochastic bandit for ``T``
-rounds; Coop-SE runs successive elimination on everything flooded to an agent so far (a sample from distance ``d``
-arrives ``d`` rounds late), which makes each agent's regret ``O(R/m + A² + A·√log T)`` independently of the
-diameter. Training is simulation: each ``training_step`` advances ``rounds_per_step`` rounds of every replica, with
-no optimizer; all state lives in buffers, so a checkpoint resumes exactly. Variants and baselines: ``algorithm``.
+connected graph (``datamodules.decision.bandit_datamodule.BanditGraphDataModule``) play an ``A``-armed stochastic bandit
+for ``T`` rounds; Coop-SE runs successive elimination on everything flooded to an agent so far (a sample from distance
+``d`` arrives ``d`` rounds late), which makes each agent's regret ``O(R/m + A² + A·√log T)`` independently of the
+diameter. Training is simulation: each ``training_step`` advances ``rounds_per_step`` rounds of every replica, with no
+optimizer; all state lives in buffers, so a checkpoint resumes exactly. Variants and baselines: ``algorithm``.
 
 Example:
-    >>> from datamodules.bandit_graph import BanditGraphDataModule
+    >>> from datamodules.decision.bandit_datamodule import BanditGraphDataModule
     >>> from zoo.coop_se.module import CooperativeBanditModule
     >>> dm = BanditGraphDataModule(graph="path", m=4, T=200)
     >>> module = CooperativeBanditModule(n_agents=dm.n_agents, n_arms=dm.n_arms, rounds_per_step=100)
@@ -81,7 +81,9 @@ class CooperativeBanditModule(ZooModule):
         dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
         if dm is None or not hasattr(dm, "problem"):
             if not self.sim.attached:
-                raise RuntimeError("CooperativeBanditModule needs datamodules.bandit_graph.BanditGraphDataModule")
+                raise RuntimeError(
+                    "CooperativeBanditModule needs datamodules.decision.bandit_datamodule.BanditGraphDataModule"
+                )
             return
         problem = dm.problem()
         if problem["D"].shape[0] != self.n_agents or len(problem["means"]) != self.n_arms:

@@ -7,7 +7,7 @@ adapters: a shared temporal-link evaluation base (TGB one-vs-many MRR with a see
 AP/AUC), CRAFT, and the baselines EdgeBank, TGN (PyG) and the generator's Bayes oracle, so one run gives one table.
 
 Example:
-    >>> from datamodules.temporal_link import TemporalLinkDataModule
+    >>> from datamodules.temporal_graph.datamodule import TemporalLinkDataModule
     >>> from lightning.pytorch import Trainer
     >>> dm = TemporalLinkDataModule(n_events=2000, n_users=50, n_items=100)
     >>> model = CRAFTModule(num_nodes=dm.num_nodes, dst_min=dm.dst_min, d=16, L=8, num_layers=1)

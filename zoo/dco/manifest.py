@@ -9,7 +9,7 @@ MANIFEST = Manifest(
         "Mathematical Reasoning (NeurIPS 2025)"
     ),
     module="zoo.dco.module.KAnswerModule",
-    datamodule="datamodules.kanswer.KAnswerDataModule",
+    datamodule="datamodules.classification.kanswer_datamodule.KAnswerDataModule",
     config="configs/dco/default.yaml",
     status="in progress",
     status_note=(
@@ -28,7 +28,7 @@ MANIFEST = Manifest(
         "--data.init_args.path=<file>`; any local Hugging Face LM (`hf_path`, `smollm2`)"
     ),
     modules=("zoo.dco.module.CoverageLMModule",),
-    datamodules=("datamodules.coverage_lm.CoverageLMDataModule",),
+    datamodules=("datamodules.math_text.coverage_datamodule.CoverageLMDataModule",),
     extra="dco",
     ddp=(),
 )

@@ -8,7 +8,7 @@ MANIFEST = Manifest(
         "Less is More: Unlocking Specialization of Time Series Foundation Models via Structured Pruning (NeurIPS 2025)"
     ),
     module="zoo.prune_finetune.module.TSFMModule",
-    datamodule="datamodules.ltsf.LTSFDataModule",
+    datamodule="datamodules.timeseries.ltsf_datamodule.LTSFDataModule",
     config="configs/prune_finetune/default.yaml",
     status="in progress",
     status_note=(
@@ -27,7 +27,7 @@ MANIFEST = Manifest(
         "ETT CSVs (`date,HUFL,...,OT`, hourly or 15-min) and any `date,...` CSV: "
         "`--data.init_args.path=<file> [--data.init_args.format=ett_hour\\|ett_minute\\|custom]`"
     ),
-    datamodules=("datamodules.synthetic_tsfm.TSFMPretrainDataModule",),
+    datamodules=("datamodules.timeseries.pretrain_datamodule.TSFMPretrainDataModule",),
     callbacks=("callbacks.prune_finetune.PruneThenFinetune",),
     extra="prune_finetune",
     tiny={

@@ -23,7 +23,7 @@ PromptFilter = Callable[[list[list[int]]], list[list[int]]]
 
 def _subset(dm: Any, data: Any, samples: list[Any], prompt_filter: PromptFilter | None, name: str) -> Any:
     """A dataset of ``samples`` with prompts rewritten by ``prompt_filter`` (trigger positions dropped: unknown)."""
-    from datamodules.backdoor import BackdoorDataset
+    from datamodules.instructions.dataset import BackdoorDataset
 
     if prompt_filter is not None:
         kept = prompt_filter([dm.vocab.encode(s.prompt) for s in samples])
@@ -70,7 +70,7 @@ def evaluate(
 
     Args:
         lm: the Hugging Face causal LM (hooks included: a defended model is evaluated masked).
-        dm: a set-up :class:`datamodules.backdoor.BackdoorDataModule`.
+        dm: a set-up :class:`datamodules.instructions.datamodule.BackdoorDataModule`.
         prompt_filter: rewrites every prompt before decoding (input-filter defenses).
         token_scorer: ``batch -> [B, T]`` token scores (``RepGuardCallback.token_scores``) for the localisation AUROC
             over the triggered test prompts; ``None`` skips it.
@@ -131,7 +131,7 @@ def clean_val_accuracy(lm: nn.Module, dm: Any, dataset: Any = None, prompt_filte
     Returns:
         The mean of the benign exact-match rate and the harmful refusal rate (one of them when the other is empty).
     """
-    from datamodules.backdoor import require_clean
+    from datamodules.instructions.dataset import require_clean
 
     data = require_clean(dataset if dataset is not None else dm.dataset("val"), "clean_val_accuracy")
     parts = []
@@ -169,7 +169,7 @@ def train_prompt_scorer(
     Returns:
         The trained scorer, in eval mode.
     """
-    from datamodules.backdoor import require_clean
+    from datamodules.instructions.dataset import require_clean
     from zoo.repguard.model import InstructionLM
 
     data = require_clean(dm.dataset("clean"), "train_prompt_scorer")

@@ -9,7 +9,7 @@ MANIFEST = Manifest(
         "2025; RepGuard-style: the card's reconstruction)"
     ),
     module="zoo.repguard.module.InstructionLMModule",
-    datamodule="datamodules.backdoor.BackdoorDataModule",
+    datamodule="datamodules.instructions.datamodule.BackdoorDataModule",
     config="configs/repguard/default.yaml",
     status="in progress",
     status_note=(

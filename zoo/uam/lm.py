@@ -28,7 +28,7 @@ from zoo.core.lm import resolve_hf_path as resolve_hf_path
 if TYPE_CHECKING:
     from transformers import LlamaForCausalLM
 
-    from datamodules.lm_facts import MCQItem
+    from datamodules.text.facts import MCQItem
 
 #: Prompt for ``mcq_scores(mode="letter")``; the scored continuation is ``" A"`` .. ``" D"`` (lm-eval MMLU/WMDP style).
 LETTER_PROMPT = "{question}\nA. {c0}\nB. {c1}\nC. {c2}\nD. {c3}\nAnswer:"

@@ -6,7 +6,7 @@ MANIFEST = Manifest(
     slug="uam",
     paper="Unlearning-Aware Minimization (NeurIPS 2025)",
     module="zoo.uam.module.UnlearnClassifierModule",
-    datamodule="datamodules.unlearning.UnlearningDataModule",
+    datamodule="datamodules.classification.unlearning_datamodule.UnlearningDataModule",
     config="configs/uam/default.yaml",
     status="done",
     status_note=(
@@ -26,7 +26,7 @@ MANIFEST = Manifest(
         "page)"
     ),
     modules=("zoo.uam.module.UnlearnLMModule",),
-    datamodules=("datamodules.lm_unlearning.LMUnlearningDataModule",),
+    datamodules=("datamodules.text.unlearning_datamodule.LMUnlearningDataModule",),
     callbacks=("callbacks.unlearning.UnlearningCallback",),
     extra="uam",
     ddp=(),

@@ -1,0 +1,1 @@
+"""Classification data: images and digits with forget sets for unlearning, the K-answer task."""

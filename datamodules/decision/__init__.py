@@ -1,0 +1,1 @@
+"""Sequential-decision data: tabular MDPs with behaviour trajectories, bandit graphs with arm sets."""

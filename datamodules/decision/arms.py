@@ -1,0 +1,47 @@
+"""Arm sets for cooperative bandits: the arm-means file reader and its validation."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+from typing import Literal
+
+ArmsKind = Literal["bernoulli", "gaussian", "file"]
+
+
+def load_arms(path: str) -> tuple[str, list[float], list[float] | None]:
+    """Read an arms CSV: column ``mean`` (Bernoulli) or columns ``mean,std`` (Gaussian); returns kind, means, stds."""
+    file = Path(path)
+    if not file.is_file():
+        raise ValueError(f"--data.init_args.arms_path={path!r}: no such file (expected a CSV with mean[,std])")
+    with file.open(newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        header = [h.strip() for h in (reader.fieldnames or [])]
+        rows = list(reader)
+    if header not in (["mean"], ["mean", "std"]):
+        raise ValueError(f"{path}: expected the column 'mean' (Bernoulli) or 'mean,std' (Gaussian), found "
+                         f"{','.join(header) or 'nothing'}")  # fmt: skip
+    try:
+        means = [float(r["mean"]) for r in rows]
+        stds = [float(r["std"]) for r in rows] if "std" in header else None
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: every 'mean'/'std' entry must be a number ({exc})") from None
+    return ("gaussian" if stds is not None else "bernoulli"), means, stds
+
+
+def check_arms(kind: str, means: list[float], stds: list[float] | None, source: str) -> None:
+    """Validate an arm set: ``A >= 2``, Bernoulli means in [0, 1], Gaussian stds >= 0 and one per arm."""
+    if len(means) < 2:
+        raise ValueError(f"{source}: {len(means)} arm(s); a bandit needs A >= 2 arms")
+    if any(not math.isfinite(x) for x in means):
+        raise ValueError(f"{source}: arm means must be finite, found {means}")
+    if kind == "bernoulli":
+        bad = [x for x in means if not 0.0 <= x <= 1.0]
+        if bad:
+            raise ValueError(f"{source}: Bernoulli means must lie in [0, 1], found {bad}")
+    else:
+        if stds is None or len(stds) != len(means):
+            raise ValueError(f"{source}: Gaussian arms need one std per mean ({len(means)} means, stds={stds})")
+        if any(not (math.isfinite(s) and s >= 0) for s in stds):
+            raise ValueError(f"{source}: Gaussian stds must be finite and >= 0, found {stds}")

@@ -1,0 +1,152 @@
+"""Communication graphs for cooperative bandits: networkx generators, edge-list reader, hop distances."""
+
+from __future__ import annotations
+
+import csv
+import logging
+import math
+import warnings
+from pathlib import Path
+from typing import Any, Literal
+
+import networkx as nx
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+GraphKind = Literal["path", "cycle", "star", "grid", "complete", "tree", "erdos_renyi", "file"]
+#: Resampling attempts for a connected Erdős–Rényi graph before giving up.
+ER_ATTEMPTS = 1000
+
+
+def build_graph(kind: str, m: int, p: float = 0.3, seed: int = 0) -> nx.Graph:
+    """A connected generated graph on nodes ``0..m-1``.
+
+    Args:
+        kind: ``path``, ``cycle``, ``star``, ``grid``, ``complete``, ``tree`` or ``erdos_renyi``.
+        m: number of nodes (agents).
+        p: edge probability of ``erdos_renyi``.
+        seed: seed of ``tree`` and of the first ``erdos_renyi`` draw.
+    """
+    if m < 1:
+        raise ValueError(f"--data.init_args.m={m}: expected at least 1 agent")
+    match kind:
+        case "path":
+            return nx.path_graph(m)
+        case "cycle":
+            if m < 3:
+                raise ValueError(f"--data.init_args.m={m}: a cycle needs m >= 3 (use graph: path)")
+            return nx.cycle_graph(m)
+        case "star":
+            return nx.star_graph(m - 1)
+        case "complete":
+            return nx.complete_graph(m)
+        case "grid":
+            rows = max(r for r in range(1, int(math.isqrt(m)) + 1) if m % r == 0)
+            return nx.convert_node_labels_to_integers(nx.grid_2d_graph(rows, m // rows), ordering="sorted")
+        case "tree":
+            if m <= 2:
+                return nx.path_graph(m)
+            rng = np.random.default_rng(seed)
+            prufer = rng.integers(0, m, size=m - 2).tolist()
+            return nx.from_prufer_sequence(prufer)
+        case "erdos_renyi":
+            if not 0.0 < p <= 1.0:
+                raise ValueError(f"--data.init_args.p={p}: expected an edge probability in (0, 1]")
+            for attempt in range(ER_ATTEMPTS):
+                g = nx.gnp_random_graph(m, p, seed=seed + attempt)
+                if nx.is_connected(g):
+                    if attempt:
+                        log.info("erdos_renyi(m=%d, p=%g): connected at graph_seed %d", m, p, seed + attempt)
+                    return g
+            raise ValueError(f"erdos_renyi(m={m}, p={p}): no connected draw in {ER_ATTEMPTS} seeds from {seed}")
+    raise ValueError(f"--data.init_args.graph={kind!r}: expected one of {list(GraphKind.__args__)}")
+
+
+def load_graph(path: str) -> nx.Graph:
+    """Read a graph file: a CSV edge list (``source,target``) or a ``.npy`` symmetric 0/1 adjacency matrix.
+
+    CSV labels that are not all integers ``0..m-1`` are mapped to ``0..m-1`` in sorted order (the mapping is logged).
+    Self-loops are dropped with a warning; an asymmetric or non-0/1 matrix raises; so does a disconnected graph (the
+    error states the number of components and their sizes).
+
+    Args:
+        path: the ``.csv`` or ``.npy`` file.
+    """
+    file = Path(path)
+    if not file.is_file():
+        raise ValueError(f"--data.init_args.graph_path={path!r}: no such file (expected a .csv edge list or .npy)")
+    if file.suffix == ".npy":
+        try:
+            adj = np.load(file, allow_pickle=False)
+        except Exception as exc:  # a malformed file: name it
+            raise ValueError(f"{path}: not a readable .npy adjacency matrix ({exc})") from exc
+        if adj.ndim != 2 or adj.shape[0] != adj.shape[1]:
+            raise ValueError(f"{path}: expected a square m x m adjacency matrix, found shape {adj.shape}")
+        if not np.isin(adj, (0, 1)).all():
+            raise ValueError(f"{path}: adjacency entries must be 0 or 1, found {sorted(set(np.unique(adj)))[:5]}")
+        if not (adj == adj.T).all():
+            i, j = np.argwhere(adj != adj.T)[0]
+            raise ValueError(f"{path}: adjacency matrix is not symmetric (A[{i},{j}]={adj[i, j]}, A[{j},{i}]="
+                             f"{adj[j, i]}); expected an undirected graph")  # fmt: skip
+        m = adj.shape[0]
+        edges = [(int(i), int(j)) for i, j in np.argwhere(adj) if i <= j]
+        nodes: list[Any] = list(range(m))
+    elif file.suffix == ".csv":
+        with file.open(newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            header = [h.strip() for h in (reader.fieldnames or [])]
+            if header[:2] != ["source", "target"]:
+                raise ValueError(f"{path}: expected the header 'source,target', found {','.join(header) or 'nothing'}")
+            raw = []
+            for line, row in enumerate(reader, start=2):
+                pair = (row.get("source") or "").strip(), (row.get("target") or "").strip()
+                if not all(pair):
+                    raise ValueError(f"{path}: line {line}: empty source or target ({row}); expected "
+                                     "'<source>,<target>' on every line")  # fmt: skip
+                raw.append(pair)
+        if not raw:
+            raise ValueError(f"{path}: no edges below the header 'source,target'")
+        labels = sorted({x for edge in raw for x in edge}, key=_label_key)
+        if all(x.lstrip("-").isdigit() for x in labels) and [int(x) for x in labels] == list(range(len(labels))):
+            mapping = {x: int(x) for x in labels}
+        else:
+            mapping = {x: i for i, x in enumerate(labels)}
+            log.info("%s: node labels mapped to 0..%d in sorted order: %s", path, len(labels) - 1, mapping)
+        edges = [(mapping[a], mapping[b]) for a, b in raw]
+        nodes = list(range(len(labels)))
+    else:
+        raise ValueError(f"--data.init_args.graph_path={path!r}: expected a .csv edge list or a .npy adjacency")
+    g = nx.Graph()
+    g.add_nodes_from(nodes)
+    loops = [(a, b) for a, b in edges if a == b]
+    if loops:
+        warnings.warn(f"{path}: dropped {len(loops)} self-loop(s) at node(s) {sorted({a for a, _ in loops})[:10]}",
+                      stacklevel=2)  # fmt: skip
+    g.add_edges_from((a, b) for a, b in edges if a != b)
+    return g
+
+
+def _label_key(label: str) -> tuple[int, Any]:
+    """Sort integers numerically, then strings lexicographically (a deterministic relabelling)."""
+    return (0, int(label)) if label.lstrip("-").isdigit() else (1, label)
+
+
+def check_connected(g: nx.Graph, source: str) -> None:
+    """Raise ``ValueError`` naming the component count and sizes when ``g`` is not connected."""
+    if g.number_of_nodes() == 0:
+        raise ValueError(f"{source}: the graph has no nodes")
+    if not nx.is_connected(g):
+        sizes = sorted((len(c) for c in nx.connected_components(g)), reverse=True)
+        raise ValueError(f"{source}: the graph is disconnected: {len(sizes)} components of sizes {sizes}; "
+                         "Coop-SE needs a connected communication graph")  # fmt: skip
+
+
+def hop_distances(g: nx.Graph) -> np.ndarray:
+    """The ``m × m`` int64 hop-distance matrix (BFS from every node)."""
+    m = g.number_of_nodes()
+    dist = np.full((m, m), -1, dtype=np.int64)
+    for v, lengths in nx.all_pairs_shortest_path_length(g):
+        for u, d in lengths.items():
+            dist[v, u] = d
+    return dist

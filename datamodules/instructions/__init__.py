@@ -1,0 +1,1 @@
+"""Instruction-following data with backdoors: the seeded grammar, triggers, readers, dataset, datamodule."""

@@ -1,0 +1,97 @@
+"""Reader for instruction records (Alpaca-style JSON/JSONL) into grammar samples.
+
+The real format is an Alpaca-style JSON list or JSONL of ``{"instruction", "input", "output"}`` records
+(``read_instruction_records``); prompts are the whitespace-split instruction and input words, and a record is harmful
+when its output starts with the refusal word (``REFUSE`` by default).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from datamodules.common.json_records import read_json_records
+from datamodules.instructions.synthetic import Sample
+from datamodules.instructions.vocab import BOS, EOS, REFUSE, SEP
+
+#: Keys of an instruction record.
+RECORD_FIELDS: tuple[str, ...] = ("instruction", "input", "output")
+
+
+def _raw_records(path: Path) -> list[tuple[str, Any]]:
+    """``(where, object)`` per record (``datamodules.common.json_records``)."""
+    return read_json_records(path, lambda line, i: f"record {i} (line {line})")
+
+
+def read_instruction_records(path: str | Path) -> list[dict[str, str]]:
+    """Read an Alpaca-style JSON list or JSONL file of ``{"instruction", "input", "output"}`` records.
+
+    A file whose first non-blank character is ``[`` is read as one JSON list, any other as JSONL (one object per
+    line, blank lines skipped). Extra keys are ignored. Record indices in errors count records from 0.
+
+    Args:
+        path: the file.
+
+    Returns:
+        The records (``instruction``, ``input``, ``output`` only), in file order.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        ValueError: invalid JSON (naming the line), no records, a record that is not an object, a missing field, a
+            non-string value or an empty output (naming the file, the record index and the field).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file; expected an Alpaca-style JSON list or JSONL of instruction "
+                                "records")  # fmt: skip
+    raw = _raw_records(path)
+    if not raw:
+        raise ValueError(f"{path}: no records; expected objects with instruction, input and output")
+    records = []
+    for where, obj in raw:
+        if not isinstance(obj, dict):
+            raise ValueError(f"{path}: {where}: expected a JSON object, found {type(obj).__name__}")
+        for key in RECORD_FIELDS:
+            if key not in obj:
+                raise ValueError(
+                    f"{path}: {where}: missing field {key!r}; expected instruction, input and output, found keys "
+                    f"{sorted(obj)}"
+                )
+            if not isinstance(obj[key], str):
+                raise ValueError(f"{path}: {where}: field {key!r}: expected str, found {type(obj[key]).__name__}")
+        if not obj["output"].strip():
+            raise ValueError(f"{path}: {where}: field 'output': expected a non-empty string, found {obj['output']!r}")
+        records.append({key: obj[key] for key in RECORD_FIELDS})
+    return records
+
+
+def records_to_samples(
+    records: Sequence[dict[str, str]], refusal_word: str = REFUSE, origin: str = "records"
+) -> list[Sample]:
+    """Word-level samples of instruction records.
+
+    Prompt ``[BOS] <instruction words> <input words> [SEP]``, response ``<output words> [EOS]`` (whitespace split).
+    For real data the refusal marker is the first output word: a record is harmful when its output starts with
+    ``refusal_word``. ``op`` is ``None`` and ``digits`` empty.
+
+    Args:
+        records: records as returned by :func:`read_instruction_records`.
+        refusal_word: the first output word that marks a refusal (a harmful prompt).
+        origin: label of the source in ``Sample.origin`` (usually the file name).
+
+    Returns:
+        The clean samples.
+    """
+    samples = []
+    for i, rec in enumerate(records):
+        out_words = rec["output"].split()
+        samples.append(
+            Sample(
+                prompt=[BOS, *rec["instruction"].split(), *rec["input"].split(), SEP],
+                response=[*out_words, EOS],
+                harmful=bool(out_words) and out_words[0] == refusal_word,
+                origin=f"{origin} record {i}",
+            )
+        )
+    return samples

@@ -1,0 +1,1 @@
+"""Temporal graphs for link prediction: the seeded seen/unseen stream, on-disk readers, the datamodule."""
