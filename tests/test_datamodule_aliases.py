@@ -211,6 +211,23 @@ MOVED: dict[str, dict[str, tuple[str, ...]]] = {
         "datamodules.math_text.gsm8k": ("read_gsm8k_jsonl",),
         "datamodules.math_text.prompt_datamodule": ("collate_prompts", "MoEPromptDataModule"),
     },
+    "datamodules.preferences": {
+        "datamodules.preference.feature_datamodule": (
+            "ForgetSelector",
+            "PreferenceDataModule",
+            "SELECTION_ARGS",
+            "SELECTORS",
+            "deprecated_selection",
+            "planted_recall",
+        ),
+    },
+    "datamodules.preference_formats": {
+        "datamodules.preference.readers": ("read_feature_npz", "read_preference_jsonl", "PREFERENCE_KEYS"),
+    },
+    "datamodules.preference_lm": {
+        "datamodules.preference.lm_datamodule": ("PreferenceLMDataModule",),
+        "datamodules.preference.readers": ("CANDIDATE_KEYS", "read_candidate_jsonl", "read_corrupted_flags"),
+    },
 }
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from datamodules.preference_formats import read_feature_npz, read_preference_jsonl
+from datamodules.preference.readers import read_feature_npz, read_preference_jsonl
 
 
 def _jsonl(path: Path, rows: list[object]) -> Path:

@@ -14,7 +14,8 @@ from conftest import QUIET, ROOT
 from lightning.pytorch import Trainer
 
 from callbacks.unlearning import UnlearningCallback
-from datamodules.preference_lm import PreferenceLMDataModule, read_candidate_jsonl
+from datamodules.preference.lm_datamodule import PreferenceLMDataModule
+from datamodules.preference.readers import read_candidate_jsonl
 from zoo.xrlhf.lm import (
     EOS_ID,
     PAD_ID,

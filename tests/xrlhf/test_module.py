@@ -14,7 +14,7 @@ from lightning.pytorch import Callback, Trainer
 
 import callbacks.unlearning as unlearning
 from callbacks.unlearning import UnlearningCallback
-from datamodules.preferences import PreferenceDataModule
+from datamodules.preference.feature_datamodule import PreferenceDataModule
 from zoo.xrlhf.module import XRLHFModule
 from zoo.xrlhf.world import fit_bt
 

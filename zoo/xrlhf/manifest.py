@@ -9,7 +9,7 @@ MANIFEST = Manifest(
         "2025; the card's reconstruction: no official code)"
     ),
     module="zoo.xrlhf.module.XRLHFModule",
-    datamodule="datamodules.preferences.PreferenceDataModule",
+    datamodule="datamodules.preference.feature_datamodule.PreferenceDataModule",
     config="configs/xrlhf/default.yaml",
     status="done",
     status_note=(
@@ -19,11 +19,11 @@ MANIFEST = Manifest(
         "selection 52 items/s (97x k-NN's cost)"
     ),
     summary=(
-        "`zoo.xrlhf.module.XRLHFModule` + `datamodules.preferences.PreferenceDataModule` "
+        "`zoo.xrlhf.module.XRLHFModule` + `datamodules.preference.feature_datamodule.PreferenceDataModule` "
         "(`ConvexExplainer` selection; k-NN, random, TracIn, representer, random-set and planted "
         "baselines; policy-pairs DPO of the public code) with the shared "
         "`callbacks.unlearning.UnlearningCallback` (NegGrad+, finetune, retrain, UAM); tiny-LM path "
-        "`XRLHFLMModule` + `datamodules.preference_lm.PreferenceLMDataModule` (GPT-2 RM, closed-form or "
+        "`XRLHFLMModule` + `datamodules.preference.lm_datamodule.PreferenceLMDataModule` (GPT-2 RM, closed-form or "
         "ReMax re-tune)"
     ),
     real_data=(
@@ -34,7 +34,7 @@ MANIFEST = Manifest(
         "--data.init_args.test_path=<test>`"
     ),
     modules=("zoo.xrlhf.module.XRLHFLMModule",),
-    datamodules=("datamodules.preference_lm.PreferenceLMDataModule",),
+    datamodules=("datamodules.preference.lm_datamodule.PreferenceLMDataModule",),
     callbacks=("callbacks.unlearning.UnlearningCallback",),
     extra="xrlhf",
     ddp=(),

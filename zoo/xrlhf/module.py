@@ -4,7 +4,7 @@
 shared ``callbacks.unlearning.UnlearningCallback``: the callback trains the original RM (full-batch SGD, the card's
 recipe) and the retrain oracle, then unlearns the forget set that the module's ``selector`` (``ConvexExplainer`` by
 default; :meth:`XRLHFModule.select_forget`) builds from the explanations of the unsatisfactory responses that
-``datamodules.preferences.PreferenceDataModule`` serves, retaining the rest.
+``datamodules.preference.feature_datamodule.PreferenceDataModule`` serves, retaining the rest.
 After each unlearning epoch the policy is re-tuned in closed form (``π ∝ π_sft·exp(r̂/β)``) and the win rates on the
 unsatisfactory and the satisfactory prompts are reported separately.
 
@@ -19,8 +19,8 @@ Two unlearning modes (the datamodule's ``unlearn_mode``, card "Where description
 
 ``XRLHFLMModule`` is the card's optional tiny-LM path (smoke-tested only): a random-init 2-layer GPT-2 encoder whose
 final-token hidden state is ``φ(x, y)``, with a bias-free linear head, trained with Bradley-Terry on token pairs from
-``datamodules.preference_lm.PreferenceLMDataModule``; in ``attach_original`` (called by the callback) the datamodule
-computes the original RM's features and asks the module's selector to explain the unsatisfactory responses, and the
+``datamodules.preference.lm_datamodule.PreferenceLMDataModule``; in ``attach_original`` (called by the callback) the
+datamodule computes the original RM's features and asks the module's selector to explain the unsatisfactory responses, and the
 policy over each test prompt's finite candidate set is re-tuned in closed form or by ReMax (``policy_update``).
 
 Example:
@@ -119,7 +119,7 @@ class XRLHFModule(UnlearnableModule):
         its exact numpy fit ``theta_original``, ``corrupted``, ``rm_l2`` and ``seed`` (of the random selectors).
 
         Args:
-            datamodule: the set-up ``datamodules.preferences.PreferenceDataModule``.
+            datamodule: the set-up ``datamodules.preference.feature_datamodule.PreferenceDataModule``.
             **overrides: ``selector``, ``k_cand``, ``tau``, ``pca_dim`` given to the datamodule (deprecated): they
                 replace this module's (attributes and hparams, so the logged and saved hparams say what ran).
 
@@ -354,7 +354,7 @@ class XRLHFLMModule(UnlearnableModule):
         ``targets`` of the unsatisfactory ``items``, ``theta_original``, ``corrupted``, ``n_pairs`` and ``seed``.
 
         Args:
-            datamodule: the attached ``datamodules.preference_lm.PreferenceLMDataModule``.
+            datamodule: the attached ``datamodules.preference.lm_datamodule.PreferenceLMDataModule``.
             **overrides: ``selector``, ``k_cand``, ``tau``, ``pca_dim`` given to the datamodule (deprecated): they
                 replace this module's (attributes and hparams, so the logged and saved hparams say what ran).
 
