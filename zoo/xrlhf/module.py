@@ -20,8 +20,9 @@ Two unlearning modes (the datamodule's ``unlearn_mode``, card "Where description
 ``XRLHFLMModule`` is the card's optional tiny-LM path (smoke-tested only): a random-init 2-layer GPT-2 encoder whose
 final-token hidden state is ``φ(x, y)``, with a bias-free linear head, trained with Bradley-Terry on token pairs from
 ``datamodules.preference.lm_datamodule.PreferenceLMDataModule``; in ``attach_original`` (called by the callback) the
-datamodule computes the original RM's features and asks the module's selector to explain the unsatisfactory responses, and the
-policy over each test prompt's finite candidate set is re-tuned in closed form or by ReMax (``policy_update``).
+datamodule computes the original RM's features and asks the module's selector to explain the unsatisfactory
+responses, and the policy over each test prompt's finite candidate set is re-tuned in closed form or by ReMax
+(``policy_update``).
 
 Example:
     >>> from zoo.xrlhf.module import XRLHFModule
