@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import logging
 import math
 import time
 import warnings
@@ -11,6 +14,7 @@ import pytest
 import torch
 
 from zoo.core import reproduce as rep
+from zoo.core.registry import METHODS
 
 
 def test_median_and_median_over_seeds() -> None:
@@ -72,9 +76,13 @@ def test_quiet_workers_keep_the_zoos_warnings(tmp_path: Path) -> None:
     # a caller inside the zoo, as ZooModule.configure_model is (the warnings name the caller of load_pretrained)
     scope = {"__name__": "zoo.core.module", "load_pretrained": load_pretrained, "torch": torch}
     exec("def load(path):\n    return load_pretrained(torch.nn.Linear(2, 3), path, prefix='')", scope)
+    levels = {name: logging.getLogger(name).level for name in rep.NOISY_LOGGERS}
+    threads = torch.get_num_threads()
     with warnings.catch_warnings(record=True) as caught:
         warnings.resetwarnings()
         rep.worker_setup()
+        assert torch.get_num_threads() == 1
+        assert all(logging.getLogger(name).level == logging.ERROR for name in rep.NOISY_LOGGERS)
         for module in ("lightning.pytorch.trainer.connectors.data_connector", "torch.utils.data", "jsonargparse"):
             warnings.warn_explicit(f"noise from {module}", UserWarning, "x.py", 1, module=module, registry={})
         warnings.warn_explicit("possible", PossibleUserWarning, "y.py", 1, module="zoo.fake", registry={})
@@ -83,4 +91,16 @@ def test_quiet_workers_keep_the_zoos_warnings(tmp_path: Path) -> None:
     assert any("dropping 'weight'" in m for m in messages), messages
     assert any("missing keys" in m for m in messages), messages
     assert not any(m.startswith(("noise", "possible")) for m in messages), messages
-    assert torch.get_num_threads() == 1
+    for name, level in levels.items():  # the rest of the session keeps its logging and threads
+        logging.getLogger(name).setLevel(level)
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("slug", sorted(METHODS))
+def test_every_protocol_has_the_one_run_signature(slug: str) -> None:
+    """``reproduce`` calls every protocol alike: ``run(seeds, quick, out, progress, options=None) -> Report``."""
+    protocol = importlib.import_module(f"zoo.{slug}.reproduce")
+    params = inspect.signature(protocol.run).parameters
+    assert list(params) == ["seeds", "quick", "out", "progress", "options"], slug
+    assert params["options"].default is None
+    assert all(p.default is inspect.Parameter.empty for name, p in params.items() if name != "options"), slug

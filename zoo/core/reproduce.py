@@ -418,7 +418,8 @@ def protocol_options(slug: str, protocol: Any, given: dict[str, str]) -> dict[st
 def reproduce(slug: str, quick: bool, seeds: int | None, out: Path, options: dict[str, str] | None = None) -> int:
     """Run ``zoo.<slug>.reproduce.run`` and write its outputs; return 0 (all hold), 1 (one fails) or 2 (error).
 
-    ``options`` are the protocol's own switches (``--set KEY=VALUE``, declared in the module's ``OPTIONS``).
+    ``options`` are the protocol's own switches (``--set KEY=VALUE``, declared in the module's ``OPTIONS``); every
+    protocol's ``run`` gets them (:data:`Run`), empty when it declares none.
     """
     if slug not in METHODS:
         print(f"zoo reproduce: unknown method {slug!r}; known: {', '.join(sorted(METHODS))}", file=sys.stderr)
@@ -441,8 +442,8 @@ def reproduce(slug: str, quick: bool, seeds: int | None, out: Path, options: dic
         f", {k}={v}" for k, v in chosen.items()))  # fmt: skip
     start = time.time()
     try:
-        extra = {"options": chosen} if chosen else {}
-        report: Report = protocol.run(seeds=tuple(range(n_seeds)), quick=quick, out=out, progress=progress, **extra)
+        run: Run = protocol.run
+        report: Report = run(seeds=tuple(range(n_seeds)), quick=quick, out=out, progress=progress, options=chosen)
     except Exception:  # an error is exit code 2, never a silent pass
         traceback.print_exc()
         return 2
