@@ -100,7 +100,7 @@ def test_reproduce_writes_json_with_claims(tmp_path, monkeypatch: pytest.MonkeyP
 
     import zoo.core.reproduce as rep
 
-    def fake_run(seeds, quick, out, progress):
+    def fake_run(seeds, quick, out, progress, options=None):
         progress("running")
         return rep.Report(claims=[rep.Claim("ok", 1.0, ">=", 0.5, "d"), rep.Claim("bad", 0.1, "in", [0.2, 0.3])],
                           metrics={"x": 1.0}, table="| t |")  # fmt: skip

@@ -1,8 +1,12 @@
 """`zoo reproduce avg_reward_q`: the card's protocol and claims C1-C5 at CPU scale (pure core, no Trainer).
 
 Instance: the default generator with ``min_gap: 1.0`` (the search stops at ``mdp_seed`` 0, gap 3.007), 64 replicas
-(seeds 0..63), uniform behaviour, start state 0. Every variant of a group runs on the *same* trajectories (one
-sampler per group, chunks of 1000, split at the logging grid). Groups run in 2 processes:
+(seeds 0..63), uniform behaviour, start state 0. Every variant reads its config under ``configs/avg_reward_q/``
+(``VARIANTS``); the protocol passes the instance and the run length as overrides, so a variant re-runs by hand as
+``zoo fit -c configs/avg_reward_q/<config>.yaml --data.init_args.min_gap=1.0 --data.init_args.n_replicas=64
+--data.init_args.steps=400000`` (the ``iid_uniform`` configs without ``min_gap``: they name ``mdp_seed`` 0). The
+protocol runs the method's core (``q_update_chunk``, no Trainer), and every variant of a group on the *same*
+trajectories (one sampler per group, chunks of 1000, split at the logging grid). Groups run in 2 processes:
 
 - long (4e5 steps): adaptive α ∈ {0.3, 1, 3}, universal α ∈ {12, 36} (curves to 4e5; C1/C3 read the last decade to
   1e5 as the card does, C2/C4/C5-drift read 4e5);
@@ -16,32 +20,34 @@ sampler per group, chunks of 1000, split at the logging grid). Groups run in 2 p
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from statistics import fmean, median
 from typing import Any
 
-from zoo.core.reproduce import Claim, Progress, Report, parallel_map, save_figure
+from zoo.core.reproduce import Claim, Report, load_config, parallel_map, save_figure, worker_setup
 
 REPLICAS, QUICK_REPLICAS = 64, 32
 LONG, QUICK_LONG, SHORT, IID = 400_000, 200_000, 100_000, 30_000
+#: The instance search of the long and short groups (the iid group takes the ``mdp_seed`` it finds).
+MIN_GAP = 1.0
 #: Action gap below which a state counts as a near-tie for the asserted C4' claims (zoo addition, not the card's: the
 #: literal C4 stays printed as info, since Q* has a 0.0048 action gap at state 2 of the card's instance).
 TIE = 0.02
-#: variant -> (group, QConfig kwargs).
-VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
-    "adaptive α=0.3": ("long", {"algorithm": "adaptive", "stepsize": "adaptive", "alpha": 0.3}),
-    "adaptive α=1": ("long", {"algorithm": "adaptive", "stepsize": "adaptive", "alpha": 1.0}),
-    "adaptive α=3": ("long", {"algorithm": "adaptive", "stepsize": "adaptive", "alpha": 3.0}),
-    "universal α=12": ("long", {"algorithm": "universal", "stepsize": "universal", "alpha": 12.0}),
-    "universal α=36": ("long", {"algorithm": "universal", "stepsize": "universal", "alpha": 36.0}),
-    "adaptive α=3 centered": ("short", {"algorithm": "adaptive", "stepsize": "adaptive", "alpha": 3.0,
-                                        "centering": "mean"}),
-    "rvi_q": ("short", {"algorithm": "rvi_q", "stepsize": "adaptive", "alpha": 3.0}),
-    "differential_q": ("short", {"algorithm": "differential_q", "stepsize": "adaptive", "alpha": 3.0}),
-    "discounted_q γ=0.99": ("short", {"algorithm": "discounted_q", "stepsize": "adaptive", "alpha": 3.0}),
-    "iid adaptive α=3": ("iid", {"algorithm": "adaptive", "stepsize": "adaptive", "alpha": 3.0}),
-    "iid universal α=36": ("iid", {"algorithm": "universal", "stepsize": "universal", "alpha": 36.0}),
-}  # fmt: skip
+#: variant -> (group, config under configs/avg_reward_q/).
+VARIANTS: dict[str, tuple[str, str]] = {
+    "adaptive α=0.3": ("long", "adaptive_alpha_0.3"),
+    "adaptive α=1": ("long", "adaptive_alpha_1"),
+    "adaptive α=3": ("long", "default"),
+    "universal α=12": ("long", "universal_alpha_12"),
+    "universal α=36": ("long", "universal"),
+    "adaptive α=3 centered": ("short", "centered"),
+    "rvi_q": ("short", "rvi_q"),
+    "differential_q": ("short", "differential_q"),
+    "discounted_q γ=0.99": ("short", "discounted_q"),
+    "iid adaptive α=3": ("iid", "iid_uniform"),
+    "iid universal α=36": ("iid", "iid_uniform_universal"),
+}
 
 
 def grid(steps: int, n: int = 40) -> list[int]:
@@ -57,26 +63,31 @@ def run_group(job: tuple[str, int, int]) -> dict[str, Any]:
 
     import torch
 
-    from datamodules.tabular_mdp import TabularMDPDataModule
-    from zoo.avg_reward_q.model import QConfig, diagnostics, greedy, q_update_chunk
+    from datamodules.decision.mdp_datamodule import TabularMDPDataModule
+    from zoo.avg_reward_q.model import diagnostics, greedy, q_update_chunk
+    from zoo.avg_reward_q.module import AverageRewardQLearning
 
-    torch.set_num_threads(1)
+    worker_setup()
     group, steps, replicas = job
     start = time.time()
-    dm = TabularMDPDataModule(min_gap=1.0, n_replicas=replicas, steps=steps, chunk_len=1000, cross_check=False)
-    dm.setup()
+    names = [n for n, (g, _) in VARIANTS.items() if g == group]
+    configs = {name: load_config("avg_reward_q", VARIANTS[name][1]) for name in names}
+    run_args = {"n_replicas": replicas, "steps": steps, "chunk_len": 1000, "cross_check": False}
+    data = _group_data(group, {name: {**c["data"]["init_args"], **run_args} for name, c in configs.items()})
+    search = TabularMDPDataModule(**{**data, "behaviour": "uniform", "min_gap": MIN_GAP})
+    search.setup()
+    dm = search
     if group == "iid":  # the same instance, generative-model sampling (μ uniform: gap 0, so no min_gap search)
-        dm = TabularMDPDataModule(mdp_seed=dm.chosen_seed, n_replicas=replicas, steps=steps, chunk_len=1000,
-                                  behaviour="iid_uniform", cross_check=False)  # fmt: skip
+        dm = TabularMDPDataModule(**{**data, "mdp_seed": search.chosen_seed, "min_gap": None})
         dm.setup()
     truth = dm.truth
     S, A = dm.n_states, dm.n_actions
-    names = [n for n, (g, _) in VARIANTS.items() if g == group]
     state = {}
-    for name in names:
-        cfg = QConfig(**VARIANTS[name][1])
-        Q = torch.zeros(replicas, S, A, dtype=torch.float64)
-        state[name] = {"cfg": cfg, "Q": Q, "N": torch.zeros_like(Q, dtype=torch.int64),
+    for name in names:  # the module turns its config's arguments into the update's settings (QConfig)
+        module = AverageRewardQLearning(**configs[name]["model"]["init_args"], n_states=S, n_actions=A,
+                                        n_replicas=replicas)  # fmt: skip
+        Q = torch.full((replicas, S, A), module.q0, dtype=torch.float64)
+        state[name] = {"cfg": module.cfg, "Q": Q, "N": torch.zeros_like(Q, dtype=torch.int64),
                        "rbar": torch.zeros(replicas, dtype=torch.float64), "curve": []}  # fmt: skip
     points = grid(steps)
     gaps = {key: (truth[key].amax(-1) - truth[key].topk(2, -1).values[:, -1]) for key in ("Q_star", "Q_bar")}
@@ -112,11 +123,30 @@ def run_group(job: tuple[str, int, int]) -> dict[str, Any]:
             "curves": {n: state[n]["curve"] for n in names}}  # fmt: skip
 
 
+def _group_data(group: str, data: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The one datamodule of a group: its variants' configs must agree on it (they share the trajectories)."""
+    first = next(iter(data.values()))
+    for name, other in data.items():
+        if other != first:
+            diff = sorted(k for k in first.keys() | other.keys() if first.get(k) != other.get(k))
+            raise ValueError(
+                f"avg_reward_q group {group!r}: {name!r} ({VARIANTS[name][1]}.yaml) differs from the "
+                f"group's data in {diff}; a group's variants share one instance and its trajectories"
+            )
+    return first
+
+
 def _at(curve: list[dict[str, Any]], k: int) -> dict[str, Any]:
     return next(row for row in curve if row["k"] == k)
 
 
-def run(seeds: tuple[int, ...], quick: bool, out: Path, progress: Progress) -> Report:
+def run(
+    seeds: tuple[int, ...],
+    quick: bool,
+    out: Path,
+    progress: Callable[[str], None],
+    options: dict[str, str] | None = None,
+) -> Report:
     """Run the protocol; claims C1-C5 are asserted with the card's thresholds."""
     from zoo.avg_reward_q.model import loglog_slope, semilog_slope
 

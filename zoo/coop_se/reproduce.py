@@ -1,50 +1,58 @@
 """``zoo reproduce coop_se``: the card's protocol and claims C1–C5 on the vectorised core.
 
-μ = [0.9, 0.8, 0.7, 0.6, 0.5] Bernoulli, T = 2e4, c = 2 (hyperparameters read from ``configs/coop_se/default.yaml``),
-seeds as replicas of one run; Coop-SE on the path for m ∈ {1, 2, 4, 8, 16} and on the complete graph for
-m ∈ {4, 8, 16}; ``no_comm``, ``flood_ucb``, ``consensus_ucb``, ``coop_se_logrounds`` and ``coop_se_congest`` at m = 8
-(path). ``--quick`` keeps T, the seeds and every asserted claim, and drops only the unasserted per-edge
-``coop_se_congest`` run and the two UCB baselines (info rows).
+μ = [0.9, 0.8, 0.7, 0.6, 0.5] Bernoulli, T = 2e4, c = 2, seeds as replicas of one run; every run reads its arm's
+config under ``configs/coop_se/`` (``RUNS``) with ``m``, the seed and the replica count as overrides: Coop-SE on the
+path (``default.yaml``) for m ∈ {1, 2, 4, 8, 16} and on the complete graph (``complete.yaml``) for m ∈ {4, 8, 16};
+``no_comm``, ``flood_ucb``, ``consensus_ucb``, ``logrounds`` and ``congest`` at m = 8 (path). By hand, e.g.
+``zoo fit -c configs/coop_se/complete.yaml --data.init_args.m=4 --data.init_args.n_replicas=3``. The runs use the
+vectorised core (``CoopBanditSim``, no Trainer). ``--quick`` keeps T, the seeds and every asserted claim, and drops
+only the unasserted per-edge ``congest`` run and the two UCB baselines (info rows).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from zoo.core.reproduce import Claim, Progress, Report, parallel_map, save_figure
+from zoo.core.reproduce import Claim, Report, load_config, parallel_map, save_figure, worker_setup
 
 #: The 3 seeds are replicas of one vectorised run, so --quick keeps them.
 QUICK_SEEDS = 3
-CONFIG = Path(__file__).resolve().parents[2] / "configs" / "coop_se" / "default.yaml"
 #: Card reference numbers (mean individual regret, mean of seeds 0-2).
 REF_M1, REF_SLOPE = 1796.0, -0.94
 PATH_M, COMPLETE_M = (1, 2, 4, 8, 16), (4, 8, 16)
+#: Run label prefix -> (config under configs/coop_se/, m values); the label is ``f"{prefix} m={m}"``.
+RUNS: dict[str, tuple[str, tuple[int, ...]]] = {
+    "path": ("default", PATH_M),
+    "complete": ("complete", COMPLETE_M),
+    "no_comm": ("no_comm", (8,)),
+    "logrounds": ("logrounds", (8,)),
+}
+#: Info-only runs (no asserted claim reads them): label -> config at m = 8, left out of ``--quick``.
+INFO_RUNS: dict[str, str] = {
+    "flood_ucb m=8": "flood_ucb",
+    "consensus_ucb m=8 (zoo simplification)": "consensus_ucb",
+    "congest m=8 (bandwidth 1)": "congest",
+}
 
 
-def _defaults() -> tuple[dict[str, Any], dict[str, Any]]:
-    import yaml
-
-    blob = yaml.safe_load(CONFIG.read_text(encoding="utf-8"))
-    return blob["model"]["init_args"], blob["data"]["init_args"]
-
-
-def simulate(job: tuple[str, str, str, int, int, tuple[int, ...]]) -> dict[str, Any]:
-    """Run one (label, algorithm, graph, m, T, seeds) job on the bare core; return per-replica, per-agent numbers."""
+def simulate(job: tuple[str, str, int, tuple[int, ...]]) -> dict[str, Any]:
+    """Run one (label, config, m, seeds) job on the bare core; return per-replica, per-agent numbers."""
     import time
 
-    import torch
-
-    torch.set_num_threads(1)
-    from datamodules.bandit_graph import BanditGraphDataModule
+    worker_setup()
+    from datamodules.decision.bandit_datamodule import BanditGraphDataModule
     from zoo.coop_se.sim import CoopBanditSim
 
-    label, algorithm, graph, m, T, seeds = job
-    model, data = _defaults()
-    data = {**data, "graph": graph, "m": m, "T": T, "seed": seeds[0], "n_replicas": len(seeds)}
+    label, config, m, seeds = job
+    blob = load_config("coop_se", config)
+    model, data = blob["model"]["init_args"], blob["data"]["init_args"]
+    algorithm, graph, T = model["algorithm"], data["graph"], int(data["T"])
+    data = {**data, "m": m, "seed": seeds[0], "n_replicas": len(seeds)}
     dm = BanditGraphDataModule(**data)
     keys = ("c", "log_arg", "selection", "own_delay", "bandwidth", "snapshot_delay")
     sim = CoopBanditSim(algorithm, len(seeds), dm.n_agents, dm.n_arms, **{k: model[k] for k in keys})
@@ -59,30 +67,27 @@ def simulate(job: tuple[str, str, str, int, int, tuple[int, ...]]) -> dict[str, 
             "bound_bits": None}  # fmt: skip
 
 
-def _jobs(T: int, seeds: tuple[int, ...], quick: bool) -> list[tuple]:
-    jobs = [(f"path m={m}", "coop_se", "path", m, T, seeds) for m in PATH_M]
-    jobs += [(f"complete m={m}", "coop_se", "complete", m, T, seeds) for m in COMPLETE_M]
-    jobs += [
-        ("no_comm m=8", "no_comm", "path", 8, T, seeds),
-        ("logrounds m=8", "coop_se_logrounds", "path", 8, T, seeds),
-    ]
+def _jobs(seeds: tuple[int, ...], quick: bool) -> list[tuple[str, str, int, tuple[int, ...]]]:
+    jobs = [(f"{prefix} m={m}", config, m, seeds) for prefix, (config, ms) in RUNS.items() for m in ms]
     if not quick:
-        jobs += [("flood_ucb m=8", "flood_ucb", "path", 8, T, seeds),
-                 ("consensus_ucb m=8 (zoo simplification)", "consensus_ucb", "path", 8, T, seeds),
-                 ("congest m=8 (bandwidth 1)", "coop_se_congest", "path", 8, T, seeds)]  # fmt: skip
+        jobs += [(label, config, 8, seeds) for label, config in INFO_RUNS.items()]
     return jobs
 
 
-def run(seeds: tuple[int, ...] = (0, 1, 2), quick: bool = False, out: Path = Path("reproduce_out"),
-        progress: Progress | None = None) -> Report:  # fmt: skip
+def run(
+    seeds: tuple[int, ...],
+    quick: bool,
+    out: Path,
+    progress: Callable[[str], None],
+    options: dict[str, str] | None = None,
+) -> Report:
     """The card's protocol; returns claims C1–C5, the table, per-run metrics and the plots."""
-    progress = progress or Progress("coop_se")
-    _, data = _defaults()
+    data = load_config("coop_se", "default")["data"]["init_args"]
     T = int(data["T"])
     seeds = tuple(seeds)
-    jobs = _jobs(T, seeds, quick)
+    jobs = _jobs(seeds, quick)
     # the slow per-edge congest run first, so the two workers finish together
-    jobs.sort(key=lambda j: j[1] != "coop_se_congest")
+    jobs.sort(key=lambda j: j[1] != "congest")
     progress(f"{len(jobs)} runs (T={T}, seeds {list(seeds)} as replicas) on 2 workers")
     results = {r["label"]: r for r in parallel_map(simulate, jobs, workers=2)}
     for r in results.values():

@@ -1,4 +1,11 @@
-"""``zoo list`` and ``zoo reproduce``: the zoo's own verbs, plus the Claim and Report types protocols return."""
+"""``zoo list`` and ``zoo reproduce``, the Claim and Report types, and the one harness every protocol runs on.
+
+A protocol is a module with ``run(seeds, quick, out, progress, options=None) -> Report`` (:data:`Run`), optionally
+``OPTIONS`` (``--set KEY=VALUE`` choices) and ``QUICK_SEEDS``. Its arms are configs under ``configs/<slug>/``
+(:func:`config_path`); a worker process calls :func:`worker_setup` once and :func:`fit` per arm and seed, which runs
+``zoo fit -c CONFIG --seed_everything=SEED ...`` in-process, so every arm of a report can be re-run by hand with the
+same flags; claims read :func:`median` / :func:`median_over_seeds`.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +14,16 @@ import importlib
 import json
 import math
 import multiprocessing
+import statistics
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterable, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Protocol, get_args
 
 from zoo.core.registry import METHODS
 
@@ -125,6 +134,229 @@ def save_figure(fig: Any, out: Path, name: str) -> str:
     return str(path)
 
 
+# --- the reproduction harness ---------------------------------------------------------------------------------------
+
+#: The repository root (``configs/`` lives here).
+ROOT = Path(__file__).resolve().parents[2]
+
+#: The one list of flags that keep an in-process fit quiet and single-threaded on the CPU: no progress bar, model
+#: summary or logger (nothing here changes a number: the workers run one torch thread on the CPU anyway).
+QUIET: tuple[str, ...] = (
+    "--trainer.accelerator=cpu",
+    "--trainer.devices=1",
+    "--trainer.enable_progress_bar=false",
+    "--trainer.enable_model_summary=false",
+    "--trainer.logger=false",
+    "--threads=1",
+)
+#: What :func:`fit` passes the seed to besides ``--seed_everything`` (a protocol adds e.g. a model's init seed).
+SEED_ARGS: tuple[str, ...] = ("data.init_args.seed",)
+#: Loggers and warning sources whose notices a worker drops (Lightning's and its dependencies'). Warnings raised by the
+#: zoo's own code (``zoo``, ``callbacks``, ``datamodules``: e.g. ``load_pretrained``'s "dropping ..." and "missing
+#: keys") stay visible.
+NOISY_LOGGERS = ("lightning.pytorch", "lightning.fabric", "lightning_utilities")
+NOISY_MODULES = (
+    r"(lightning|lightning_fabric|lightning_utilities|pytorch_lightning|torch|torchmetrics|jsonargparse|transformers"
+    r"|huggingface_hub|sklearn|numpy|scipy|networkx|matplotlib)(\..*)?$"
+)
+ZOO_MODULES = r"(zoo|callbacks|datamodules|benchmarks)(\..*)?$"
+
+
+class Run(Protocol):
+    """The one signature of every protocol's ``run``: ``reproduce`` calls it with ``options`` always given."""
+
+    def __call__(
+        self,
+        seeds: tuple[int, ...],
+        quick: bool,
+        out: Path,
+        progress: Callable[[str], None],
+        options: dict[str, str] | None = None,
+    ) -> Report:
+        """Run the protocol on ``seeds`` (``quick``: its reduced form), writing plots into ``out``."""
+        ...
+
+
+@dataclass
+class FitResult:
+    """What :func:`fit` returns.
+
+    Args:
+        metrics: the trainer's scalar ``callback_metrics`` after the run, as floats (empty when not run).
+        seconds: wall time of ``trainer.fit`` (0 when not run).
+        cli: the instantiated CLI (``.model``, ``.trainer``, ``.datamodule``), for what a protocol reads beyond metrics.
+    """
+
+    metrics: dict[str, float]
+    seconds: float
+    cli: Any
+
+    @property
+    def model(self) -> Any:
+        """The fitted LightningModule."""
+        return self.cli.model
+
+    @property
+    def trainer(self) -> Any:
+        """The Trainer."""
+        return self.cli.trainer
+
+    @property
+    def datamodule(self) -> Any:
+        """The datamodule."""
+        return self.cli.datamodule
+
+    def callback(self, kind: type) -> Any:
+        """The trainer's first callback of class ``kind`` (``None`` if it has none)."""
+        return next((c for c in self.cli.trainer.callbacks if isinstance(c, kind)), None)
+
+
+def config_path(slug: str, name: str) -> Path:
+    """``configs/<slug>/<name>`` from the repository root (``.yaml`` appended when ``name`` has no suffix).
+
+    Raises:
+        FileNotFoundError: naming the missing file and the configs that exist.
+    """
+    path = ROOT / "configs" / slug / (name if name.endswith((".yaml", ".yml")) else f"{name}.yaml")
+    if not path.is_file():
+        known = ", ".join(sorted(p.name for p in path.parent.glob("*.yaml"))) or "none"
+        raise FileNotFoundError(f"zoo reproduce {slug}: no config {path}; configs/{slug}/ has {known}")
+    return path
+
+
+def load_config(slug: str, name: str) -> dict[str, Any]:
+    """The parsed YAML of :func:`config_path` (for protocols that run a method's core without a Trainer)."""
+    import yaml
+
+    return yaml.safe_load(config_path(slug, name).read_text(encoding="utf-8"))
+
+
+def fit_args(
+    config: str | Path,
+    overrides: Sequence[str] = (),
+    seed: int | None = 0,
+    seed_args: Sequence[str] = SEED_ARGS,
+    root: str | Path | None = None,
+    checkpoints: bool = False,
+) -> list[str]:
+    """The ``zoo fit`` arguments :func:`fit` runs: ``-c config``, :data:`QUIET`, the seed, root, then ``overrides``.
+
+    Args:
+        config: the arm's config file (:func:`config_path`).
+        overrides: the protocol's flags for this run (last, so they win), e.g. ``("--data.init_args.m=4",)``.
+        seed: passed as ``--seed_everything`` and to every ``seed_args`` key; ``None`` keeps the config's seeds.
+        seed_args: dotted init-arg keys that also take the seed.
+        root: ``--trainer.default_root_dir`` (``None``: not passed).
+        checkpoints: keep the configs' checkpointing (``False`` adds ``--trainer.enable_checkpointing=false``).
+    """
+    args = ["-c", str(config), *QUIET]
+    if not checkpoints:
+        args.append("--trainer.enable_checkpointing=false")
+    if root is not None:
+        args.append(f"--trainer.default_root_dir={root}")
+    if seed is not None:
+        args += [f"--seed_everything={seed}", *(f"--{key}={seed}" for key in seed_args)]
+    return [*args, *overrides]
+
+
+def build(
+    config: str | Path,
+    overrides: Sequence[str] = (),
+    seed: int | None = 0,
+    seed_args: Sequence[str] = SEED_ARGS,
+    root: str | Path | None = None,
+    checkpoints: bool = False,
+) -> Any:
+    """Instantiate ``zoo fit`` on :func:`fit_args` in-process without running it; returns the CLI object."""
+    return _cli_main()(fit_args(config, overrides, seed, seed_args, root, checkpoints), run=False)
+
+
+def fit(
+    config: str | Path,
+    overrides: Sequence[str] = (),
+    seed: int | None = 0,
+    seed_args: Sequence[str] = SEED_ARGS,
+    root: str | Path | None = None,
+    checkpoints: bool = False,
+    prepare: Callable[[Any], None] | None = None,
+) -> FitResult:
+    """Fit one arm for one seed in-process, as ``zoo fit -c config --seed_everything=seed ... overrides`` would.
+
+    Args:
+        config: the arm's config file (:func:`config_path`).
+        overrides: the protocol's flags for this run (e.g. ``--quick``'s steps), applied last.
+        seed: the run's seed (see :func:`fit_args`); ``None`` keeps the config's.
+        seed_args: dotted init-arg keys that also take the seed (default: the datamodule's ``seed``).
+        root: ``--trainer.default_root_dir`` (``None``: not passed).
+        checkpoints: keep the configs' checkpointing (a protocol reading ``best_model_score`` or ``ckpt_path="best"``).
+        prepare: called with the CLI before ``trainer.fit`` (e.g. to add or configure a callback).
+
+    Returns:
+        The run's metrics (scalar ``callback_metrics`` as floats), fit seconds and the CLI.
+    """
+    cli = build(config, overrides, seed, seed_args, root, checkpoints)
+    if prepare is not None:
+        prepare(cli)
+    start = time.time()
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    return FitResult(metrics=scalars(cli.trainer.callback_metrics), seconds=time.time() - start, cli=cli)
+
+
+def scalars(metrics: Mapping[str, Any]) -> dict[str, float]:
+    """The one-element entries of ``metrics`` (tensors or numbers) as floats."""
+    return {k: float(v) for k, v in metrics.items() if getattr(v, "numel", lambda: 1)() == 1}
+
+
+def _cli_main() -> Callable[..., Any]:
+    from zoo.core.cli import main
+
+    return main
+
+
+def worker_setup() -> None:
+    """Set up a worker process: one torch thread, Lightning's notices dropped, the zoo's own warnings kept.
+
+    Lightning's info logs are raised to ERROR, and warnings attributed to Lightning, torch and the other libraries of
+    :data:`NOISY_MODULES` are ignored; warnings attributed to the zoo's code (``zoo``, ``callbacks``, ``datamodules``),
+    e.g. ``load_pretrained``'s shape-mismatch and missing-key warnings, are shown (once per place, Python's default).
+    """
+    import logging
+
+    import lightning.pytorch  # noqa: F401 - importing it sets its loggers to INFO: raise them afterwards
+    import torch
+
+    torch.set_num_threads(1)
+    for name in NOISY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
+    quiet_warnings()
+
+
+def quiet_warnings() -> None:
+    """Ignore warnings from :data:`NOISY_MODULES` and of Lightning's own categories; show the zoo's own (see above)."""
+    warnings.filterwarnings("ignore", module=NOISY_MODULES)
+    warnings.filterwarnings("default", module=ZOO_MODULES)  # before the rule above: the zoo's warnings are shown
+    try:
+        from lightning.fabric.utilities.warnings import PossibleUserWarning
+    except ImportError:  # pragma: no cover - lightning is a dependency
+        return
+    # Lightning's notices may name the zoo's code that called it (``rank_zero_warn``'s stacklevel): dropped all the same
+    warnings.filterwarnings("ignore", category=PossibleUserWarning)
+
+
+def median(values: Iterable[float]) -> float:
+    """The median of ``values`` as a float; NaN when there are none (a claim on it fails, never passes)."""
+    values = [float(v) for v in values]
+    return statistics.median(values) if values else float("nan")
+
+
+def median_over_seeds(results: Iterable[Mapping[str, Any]], value: Callable[[Any], float], **match: Any) -> float:
+    """The :func:`median` of ``value(r)`` over the results whose keys equal ``match``.
+
+    Example: ``median_over_seeds(runs, lambda r: r["results"]["CRAFT"]["mrr"], stream="A")``.
+    """
+    return median(value(r) for r in results if all(r[k] == v for k, v in match.items()))
+
+
 def write_report(slug: str, report: Report, out: Path, seconds: float, settings: dict[str, Any]) -> dict[str, Any]:
     """Write ``out/<slug>.md`` and ``out/<slug>.json``; return the JSON object."""
     out.mkdir(parents=True, exist_ok=True)
@@ -183,7 +415,8 @@ def protocol_options(slug: str, protocol: Any, given: dict[str, str]) -> dict[st
 def reproduce(slug: str, quick: bool, seeds: int | None, out: Path, options: dict[str, str] | None = None) -> int:
     """Run ``zoo.<slug>.reproduce.run`` and write its outputs; return 0 (all hold), 1 (one fails) or 2 (error).
 
-    ``options`` are the protocol's own switches (``--set KEY=VALUE``, declared in the module's ``OPTIONS``).
+    ``options`` are the protocol's own switches (``--set KEY=VALUE``, declared in the module's ``OPTIONS``); every
+    protocol's ``run`` gets them (:data:`Run`), empty when it declares none.
     """
     if slug not in METHODS:
         print(f"zoo reproduce: unknown method {slug!r}; known: {', '.join(sorted(METHODS))}", file=sys.stderr)
@@ -206,8 +439,8 @@ def reproduce(slug: str, quick: bool, seeds: int | None, out: Path, options: dic
         f", {k}={v}" for k, v in chosen.items()))  # fmt: skip
     start = time.time()
     try:
-        extra = {"options": chosen} if chosen else {}
-        report: Report = protocol.run(seeds=tuple(range(n_seeds)), quick=quick, out=out, progress=progress, **extra)
+        run: Run = protocol.run
+        report: Report = run(seeds=tuple(range(n_seeds)), quick=quick, out=out, progress=progress, options=chosen)
     except Exception:  # an error is exit code 2, never a silent pass
         traceback.print_exc()
         return 2
@@ -233,19 +466,10 @@ def reproduce(slug: str, quick: bool, seeds: int | None, out: Path, options: dic
 def dispatch(argv: Sequence[str]) -> int:
     """Handle ``zoo list [--json]`` and ``zoo reproduce <slug>|--all [--quick] [--seeds N] [--out DIR]``."""
     verb, rest = argv[0], list(argv[1:])
-    if verb == "list":
-        parser = argparse.ArgumentParser(prog="zoo list", description="List the zoo's methods.")
-        parser.add_argument("--json", action="store_true", help="print a JSON list of objects")
-        args = parser.parse_args(rest)
-        fields = ("module", "datamodule", "paper", "status")
-        rows = [{"slug": slug, **{k: entry[k] for k in fields}} for slug, entry in METHODS.items()]
-        if args.json:
-            print(json.dumps(rows, indent=2))
-        else:
-            for row in rows:
-                print(f"{row['slug']:<16} {row['status']:<12} {row['module']}  {row['datamodule']}")
-                print(f"{'':<16} {row['paper']}")
-        return 0
+    if verb == "list":  # the registry answers `zoo list`; kept here for callers of dispatch(["list", ...])
+        from zoo.core.registry import list_command
+
+        return list_command(rest)
     parser = argparse.ArgumentParser(prog="zoo reproduce", description="Re-check a method's claims at CPU scale.")
     parser.add_argument("slug", nargs="?", help="method slug (see `zoo list`)")
     parser.add_argument("--all", action="store_true", help="run every method and write DIR/REPORT.md")

@@ -9,37 +9,41 @@ one torch thread.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from zoo.core.reproduce import Claim, Progress, Report, parallel_map, save_figure
+from zoo.core.reproduce import (
+    Claim,
+    Progress,
+    Report,
+    build,
+    config_path,
+    median_over_seeds,
+    parallel_map,
+    save_figure,
+    worker_setup,
+)
 
 #: Stream id -> datamodule overrides (generator defaults otherwise).
 STREAMS: dict[str, dict[str, Any]] = {"A": {"mode": "cluster", "p_repeat": 0.1}, "B": {"mode": "succ", "p_repeat": 0.8}}
-#: Model label -> config file under configs/craft/.
+#: Model label -> config under configs/craft/.
 MODELS: dict[str, str] = {
-    "EdgeBank(inf)": "edgebank_inf.yaml",
-    "EdgeBank(tw)": "edgebank_tw.yaml",
-    "Oracle": "oracle.yaml",
-    "CRAFT": "craft.yaml",
-    "CRAFT-R": "craft_r.yaml",
-    "TGN": "tgn.yaml",
+    "EdgeBank(inf)": "edgebank_inf",
+    "EdgeBank(tw)": "edgebank_tw",
+    "Oracle": "oracle",
+    "CRAFT": "craft",
+    "CRAFT-R": "craft_r",
+    "TGN": "tgn",
 }
 LEARNED = ("CRAFT", "CRAFT-R", "TGN")
 KEYS = ("mrr", "mrr_seen", "mrr_unseen", "hits10", "seen_frac", "ap_random", "auc_random")
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs" / "craft"
+#: Every run trains for the config's fixed epochs without validation or callbacks, then tests.
+FIXED_EPOCHS = ("--trainer.limit_val_batches=0", "--trainer.num_sanity_val_steps=0", "--trainer.callbacks=null")
 
 
-def _cli_args(config: str, stream: str, seed: int) -> list[str]:
-    data = [f"--data.init_args.{k}={v}" for k, v in STREAMS[stream].items()]
-    return [
-        "-c", str(CONFIG_DIR / config), *data, f"--data.init_args.seed={seed}", f"--seed_everything={seed}",
-        "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.enable_progress_bar=false",
-        "--trainer.enable_model_summary=false", "--trainer.logger=false", "--trainer.enable_checkpointing=false",
-        "--trainer.limit_val_batches=0", "--trainer.num_sanity_val_steps=0", "--trainer.callbacks=null",
-    ]  # fmt: skip
+def _overrides(stream: str) -> list[str]:
+    return [*(f"--data.init_args.{k}={v}" for k, v in STREAMS[stream].items()), *FIXED_EPOCHS]
 
 
 def _edgebank_closed_form(dm: Any) -> dict[str, float]:
@@ -74,24 +78,15 @@ def _edgebank_closed_form(dm: Any) -> dict[str, float]:
 
 def run_job(job: tuple[str, int]) -> dict[str, Any]:
     """Train and test every model on one (stream, seed); returns ``{model: {metric: value}}`` plus C3 and perf."""
-    import logging
     import time
-    import warnings
 
-    import torch
-
-    torch.set_num_threads(1)
-    warnings.filterwarnings("ignore")  # one progress line per model instead of Lightning's notices
-    for name in ("lightning.pytorch", "lightning.fabric", "lightning_utilities"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-    from zoo.cli import main
-
+    worker_setup()  # one progress line per model instead of Lightning's notices
     stream, seed = job
     say = Progress(f"craft {stream}/s{seed}")
     results: dict[str, Any] = {}
     for label, config in MODELS.items():
         start = time.time()
-        cli = main(_cli_args(config, stream, seed), run=False)
+        cli = build(config_path("craft", config), _overrides(stream), seed=seed)
         model, trainer, dm = cli.model, cli.trainer, cli.datamodule
         if model.trainable:
             trainer.fit(model, datamodule=dm)
@@ -114,8 +109,7 @@ def run_job(job: tuple[str, int]) -> dict[str, Any]:
 
 
 def _median(runs: list[dict[str, Any]], stream: str, model: str, key: str) -> float:
-    values = [r["results"][model][key] for r in runs if r["stream"] == stream]
-    return float(statistics.median(values))
+    return median_over_seeds(runs, lambda r: r["results"][model][key], stream=stream)
 
 
 def _claims(runs: list[dict[str, Any]], quick: bool) -> list[Claim]:
@@ -194,13 +188,13 @@ def _plot(runs: list[dict[str, Any]], out: Path) -> str:
 
 
 def run(
-    seeds: tuple[int, ...] = (0, 1, 2),
-    quick: bool = False,
-    out: Path | None = None,
-    progress: Callable[[str], None] = print,
+    seeds: tuple[int, ...],
+    quick: bool,
+    out: Path,
+    progress: Callable[[str], None],
+    options: dict[str, str] | None = None,
 ) -> Report:
     """Run the protocol; ``quick`` keeps the given seeds (the CLI passes seed 0 only) and prints C4 unasserted."""
-    out = Path(out or "reproduce_out")
     jobs = [(stream, seed) for seed in seeds for stream in STREAMS]
     progress(f"{len(jobs)} jobs (stream, seed) x {len(MODELS)} models in 2 processes")
     runs = parallel_map(run_job, jobs, workers=2)

@@ -4,69 +4,47 @@ K-answer (claims 1-4): seeds {0, 1, 2}; CE and DCO N' in {4, 16, 64}, plus the b
 ε in {0.1, 0.2} and the confidence penalty β = 0.1; test-time temperatures 1.5 and 2 are read off the CE model.
 Evaluations after steps 100 / 500 / 2000 / 6000; exact pass@k from the softmax probability of the answer; medians
 over seeds. Noisy addition (claims 5-6): CE and DCO 16 for 700 epochs, evaluated every 100. ``--quick``: seed 0 only
-(the card). Every arm trains from its config file (``configs/dco/``) through the zoo CLI; jobs run in 2 processes.
+(the card). Every arm trains from its config file (``configs/dco/``, ``KANSWER_ARMS`` and ``LM_ARMS``) through the zoo
+CLI, as ``zoo fit -c configs/dco/<arm>.yaml --seed_everything=SEED --data.init_args.seed=SEED`` (the LM arms also
+``--model.init_args.init_seed=SEED``); jobs run in 2 processes.
 The early-stopped CE baseline is selected on the K-answer validation split (never on test).
 """
 
 from __future__ import annotations
 
-import statistics
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from zoo.core.reproduce import Claim, Progress, Report, parallel_map, save_figure
+from zoo.core.reproduce import Claim, Report, config_path, fit, median, parallel_map, save_figure, worker_setup
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs" / "dco"
 KS = (1, 4, 16, 64, 256)
-#: K-answer arm -> (config, overrides).
-KANSWER_ARMS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "CE": ("ce.yaml", ()),
-    "DCO 4": ("default.yaml", ("--model.init_args.dco_n=4",)),
-    "DCO 16": ("default.yaml", ()),
-    "DCO 64": ("default.yaml", ("--model.init_args.dco_n=64",)),
-    "DCO 16 filter 0.1": ("default.yaml", ("--model.init_args.threshold=0.1",)),
-    "LS 0.1": ("label_smoothing.yaml", ()),
-    "LS 0.2": ("label_smoothing.yaml", ("--model.init_args.label_smoothing=0.2",)),
-    "entropy 0.1": ("entropy.yaml", ()),
+#: K-answer arm -> config under configs/dco/.
+KANSWER_ARMS: dict[str, str] = {
+    "CE": "ce",
+    "DCO 4": "dco_4",
+    "DCO 16": "default",
+    "DCO 64": "dco_64",
+    "DCO 16 filter 0.1": "dco_filter",
+    "LS 0.1": "label_smoothing",
+    "LS 0.2": "label_smoothing_0.2",
+    "entropy 0.1": "entropy",
 }
-LM_ARMS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "CE": ("addition_ce.yaml", ()),
-    "DCO 16": ("addition.yaml", ()),
-}
-QUIET = [
-    "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.enable_progress_bar=false",
-    "--trainer.enable_model_summary=false", "--trainer.logger=false", "--trainer.num_sanity_val_steps=0",
-    "--trainer.enable_checkpointing=false", "--threads=1",
-]  # fmt: skip
+LM_ARMS: dict[str, str] = {"CE": "addition_ce", "DCO 16": "addition"}
+#: The LM task's seed also draws the model's initialisation.
+LM_SEED_ARGS = ("data.init_args.seed", "model.init_args.init_seed")
 
 
 def run_job(job: tuple[str, str, int]) -> dict[str, Any]:
     """Train one arm (``task`` kanswer|lm) for one seed; return its evaluation history and sampled checks."""
-    import logging
-    import time
-    import warnings
-
-    import torch
-
-    from zoo.cli import main
-
-    torch.set_num_threads(1)
-    logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
-    warnings.filterwarnings("ignore")
+    worker_setup()
     task, arm, seed = job
-    config, extra = (KANSWER_ARMS if task == "kanswer" else LM_ARMS)[arm]
+    config = (KANSWER_ARMS if task == "kanswer" else LM_ARMS)[arm]
+    seed_args = LM_SEED_ARGS if task == "lm" else ("data.init_args.seed",)
     with tempfile.TemporaryDirectory() as tmp:
-        args = ["-c", str(CONFIG_DIR / config), *QUIET, f"--trainer.default_root_dir={tmp}",
-                f"--seed_everything={seed}", f"--data.init_args.seed={seed}", *extra]  # fmt: skip
-        if task == "lm":
-            args.append(f"--model.init_args.init_seed={seed}")
-        cli = main(args, run=False)
-        start = time.time()
-        cli.trainer.fit(cli.model, datamodule=cli.datamodule)
-        seconds = time.time() - start
-        model = cli.model
+        result = fit(config_path("dco", config), ("--trainer.num_sanity_val_steps=0",), seed, seed_args, root=tmp)
+        seconds, model = result.seconds, result.model
         sampled: dict[str, float] = {}
         if arm in ("CE", "DCO 16"):  # the card's sampled checks: 256 softmax samples / 64 completions of 200 items
             sampled = (model.sampled_check("test", n=256, seed=seed) if task == "kanswer"
@@ -87,13 +65,15 @@ def _at(history: list[dict[str, float]], key: str, value: float) -> dict[str, fl
     raise KeyError(f"no evaluation at {key}={value}; have {[h[key] for h in history]}")
 
 
-def _median(values: list[float]) -> float:
-    return float(statistics.median(values))
-
-
-def run(seeds: tuple[int, ...], quick: bool, out: Path, progress: Callable[[str], None] | None = None) -> Report:
+def run(
+    seeds: tuple[int, ...],
+    quick: bool,
+    out: Path,
+    progress: Callable[[str], None],
+    options: dict[str, str] | None = None,
+) -> Report:
     """Train every arm for every seed and check the claims (``--quick``: seed 0)."""
-    say = progress or Progress("dco")
+    say = progress
     seeds = (0,) if quick else seeds
     jobs = _jobs(seeds)
     say(f"{len(jobs)} jobs (task x arm x seed), 2 worker processes; seeds {list(seeds)}")
@@ -107,7 +87,7 @@ def run(seeds: tuple[int, ...], quick: bool, out: Path, progress: Callable[[str]
     sampled = {f"{t}/{a}/seed {r['seed']}": r["sampled"] for (t, a), rs in by.items() for r in rs if r["sampled"]}
 
     def ka_med(arm: str, step: int, key: str) -> float:
-        return _median([_at(h, "step", step)[key] for h in ka[arm]])
+        return median([_at(h, "step", step)[key] for h in ka[arm]])
 
     final = 6000
     claims: list[Claim] = []
@@ -151,20 +131,20 @@ def run(seeds: tuple[int, ...], quick: bool, out: Path, progress: Callable[[str]
         claims.append(Claim(f"check {task}: max |sampled − exact| pass@k, k in {list(ks)}", max(diffs), "<=", tol))
     # 5-6. noisy addition
     last = max(h["epoch"] for h in lm["CE"][0])
-    ce_peak = _median([max(h["test/pass@256"] for h in hist if h["epoch"] < 200) for hist in lm["CE"]])
-    ce_final = _median([_at(hist, "epoch", last)["test/pass@256"] for hist in lm["CE"]])
+    ce_peak = median([max(h["test/pass@256"] for h in hist if h["epoch"] < 200) for hist in lm["CE"]])
+    ce_final = median([_at(hist, "epoch", last)["test/pass@256"] for hist in lm["CE"]])
     claims.append(Claim("C5 addition CE: pass@256 best (epoch <= 200) − final", ce_peak - ce_final, ">=", 0.2,
                         f"pilot 0.33; best {ce_peak:.3f}, final {ce_final:.3f}"))  # fmt: skip
-    claims.append(Claim("C5 addition CE: final train p̂", _median([_at(h, "epoch", last)["train/p_hat"]
+    claims.append(Claim("C5 addition CE: final train p̂", median([_at(h, "epoch", last)["train/p_hat"]
                                                                    for h in lm["CE"]]), ">=", 0.9))  # fmt: skip
-    d16 = _median([_at(h, "epoch", last)["test/pass@16"] for h in lm["DCO 16"]])
-    c16 = _median([_at(h, "epoch", last)["test/pass@16"] for h in lm["CE"]])
+    d16 = median([_at(h, "epoch", last)["test/pass@16"] for h in lm["DCO 16"]])
+    c16 = median([_at(h, "epoch", last)["test/pass@16"] for h in lm["CE"]])
     claims.append(Claim("C6 addition: pass@16 DCO 16 − CE at the last epoch", d16 - c16, ">=", 0.25, "pilot +0.46"))
-    claims.append(Claim("C6 addition DCO 16: final train p̂", _median([_at(h, "epoch", last)["train/p_hat"]
+    claims.append(Claim("C6 addition DCO 16: final train p̂", median([_at(h, "epoch", last)["train/p_hat"]
                                                                        for h in lm["DCO 16"]]), "<=", 0.5))  # fmt: skip
     claims.append(Claim("info: addition pass@1 DCO 16 − CE (task caps it near 1/3)",
-                        _median([_at(h, "epoch", last)["test/pass@1"] for h in lm["DCO 16"]])
-                        - _median([_at(h, "epoch", last)["test/pass@1"] for h in lm["CE"]]), ">=", -1.0,
+                        median([_at(h, "epoch", last)["test/pass@1"] for h in lm["DCO 16"]])
+                        - median([_at(h, "epoch", last)["test/pass@1"] for h in lm["CE"]]), ">=", -1.0,
                         asserted=False))  # fmt: skip
 
     rows = _kanswer_rows(ka, final)
@@ -180,7 +160,7 @@ def _medians(histories: list[list[dict[str, float]]]) -> list[dict[str, float]]:
     """Per evaluation (aligned by index), the median over seeds of every number."""
     out = []
     for evals in zip(*histories, strict=False):
-        out.append({k: _median([e[k] for e in evals]) for k in evals[0]})
+        out.append({k: median([e[k] for e in evals]) for k in evals[0]})
     return out
 
 
@@ -194,8 +174,8 @@ def _kanswer_rows(ka: dict[str, list[list[dict[str, float]]]], final: int) -> li
     for hist in ka["CE"]:
         pick = max(hist, key=lambda h: h["val/pass@16"])
         picks.append(pick)
-    rows.append(("CE early-stopped (val pass@16)", -1, {k: _median([p[f"test/pass@{k}"] for p in picks]) for k in KS}
-                 | {"max_p": _median([p["test/max_p"] for p in picks])}))  # fmt: skip
+    rows.append(("CE early-stopped (val pass@16)", -1, {k: median([p[f"test/pass@{k}"] for p in picks]) for k in KS}
+                 | {"max_p": median([p["test/max_p"] for p in picks])}))  # fmt: skip
     last = [h for h in ce if h["step"] == final][0]
     for t in ("1.5", "2"):
         rows.append((f"CE + temperature {t}", final,

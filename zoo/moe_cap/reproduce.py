@@ -10,19 +10,17 @@ FlopCounterMode and is left out of the timing means). C2 runs the uniform router
 
 from __future__ import annotations
 
-import statistics
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from zoo.core.reproduce import Claim, Progress, Report, parallel_map, save_figure
+from zoo.core.reproduce import Claim, Report, build, config_path, median, parallel_map, save_figure, worker_setup
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs" / "moe_cap"
-#: family -> config file.
+#: family -> config under configs/moe_cap/.
 CONFIGS = {
-    "mixtral": "mixtral_tiny.yaml", "qwen2_moe": "qwen2_moe_tiny.yaml", "qwen3_moe": "qwen3_moe_tiny.yaml",
-    "deepseek_v3": "deepseek_v3_tiny.yaml", "olmoe": "olmoe_tiny.yaml", "llama": "llama_dense_tiny.yaml",
+    "mixtral": "mixtral_tiny", "qwen2_moe": "qwen2_moe_tiny", "qwen3_moe": "qwen3_moe_tiny",
+    "deepseek_v3": "deepseek_v3_tiny", "olmoe": "olmoe_tiny", "llama": "llama_dense_tiny",
 }  # fmt: skip
 MOE = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "olmoe")
 BATCHES = (1, 2, 4, 8, 16)
@@ -30,34 +28,22 @@ UNION_ROWS = (1, 2, 4, 8, 16)
 UNION_FORWARDS = 200
 #: C5: the public code's one-expert S-MFU must be this far off on the families without shared experts.
 CODE_OFF = ("mixtral", "qwen3_moe", "olmoe")
-QUIET = [
-    "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.enable_progress_bar=false",
-    "--trainer.enable_model_summary=false", "--trainer.logger=false", "--threads=1",
-]  # fmt: skip
+#: The seed drives the prompts, the initialisation and the sampling.
+SEED_ARGS = ("data.init_args.seed", "model.init_args.init_seed", "model.init_args.gen_seed")
 
 
-def _cli(family: str, seed: int, extra: list[str]) -> Any:
-    from zoo.cli import main
-
-    args = ["-c", str(CONFIG_DIR / CONFIGS[family]), *QUIET, f"--seed_everything={seed}",
-            f"--data.init_args.seed={seed}", f"--model.init_args.init_seed={seed}",
-            f"--model.init_args.gen_seed={seed}", *extra]  # fmt: skip
-    return main(args, run=False)
+def _cli(family: str, seed: int, extra: list[str], root: str | None = None) -> Any:
+    return build(config_path("moe_cap", CONFIGS[family]), extra, seed=seed, seed_args=SEED_ARGS, root=root)
 
 
 def run_job(job: tuple[str, Any, int]) -> dict[str, Any]:
     """``("validate", family, batch, seed)``: one ``trainer.validate``; ``("union", family, seed)``: C2's forwards."""
-    import logging
-    import warnings
-
+    worker_setup()
     import torch
 
     from callbacks.moe_cap import MoECAPCallback, RouterTrace
     from zoo.moe_cap.model import shape_of
 
-    torch.set_num_threads(1)
-    logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
-    warnings.filterwarnings("ignore")
     kind, family, *rest = job
     if kind == "union":
         (seed,) = rest
@@ -78,7 +64,7 @@ def run_job(job: tuple[str, Any, int]) -> dict[str, Any]:
         return out
     batch, seed = rest
     with tempfile.TemporaryDirectory() as tmp:
-        cli = _cli(family, seed, [f"--data.init_args.batch_size={batch}", f"--trainer.default_root_dir={tmp}"])
+        cli = _cli(family, seed, [f"--data.init_args.batch_size={batch}"], root=tmp)
         callback = next(c for c in cli.trainer.callbacks if isinstance(c, MoECAPCallback))
         callback.flop_check, callback.out_dir = True, tmp
         cli.trainer.validate(cli.model, datamodule=cli.datamodule, verbose=False)
@@ -98,15 +84,17 @@ def _jobs(seeds: tuple[int, ...]) -> list[tuple[Any, ...]]:
     return jobs + [("union", f, seeds[0]) for f in ("mixtral", "olmoe")]
 
 
-def _median(values: list[float]) -> float:
-    return statistics.median(values) if values else float("nan")
-
-
-def run(seeds: tuple[int, ...], quick: bool, out: Path, progress: Callable[[str], None] | None = None) -> Report:
+def run(
+    seeds: tuple[int, ...],
+    quick: bool,
+    out: Path,
+    progress: Callable[[str], None],
+    options: dict[str, str] | None = None,
+) -> Report:
     """Run the protocol and check C1-C5."""
     from zoo.moe_cap import metrics as M
 
-    say = progress or Progress("moe_cap")
+    say = progress
     jobs = _jobs(seeds)
     say(f"{len(jobs)} jobs: {len(CONFIGS)} configs x batch {list(BATCHES)} x seeds {list(seeds)} + 2 union runs")
     results = parallel_map(run_job, jobs, workers=2)
@@ -146,7 +134,7 @@ def run(seeds: tuple[int, ...], quick: bool, out: Path, progress: Callable[[str]
                             0.02, f"T={list(UNION_ROWS)}: {means} vs {closed}"))  # fmt: skip
 
     # C3: activated fraction in decode rises with batch size (median over seeds).
-    frac = {f: [_median([r["means"]["act_frac_decode"] for r in of(f, b)]) for b in BATCHES] for f in MOE}
+    frac = {f: [median(r["means"]["act_frac_decode"] for r in of(f, b)) for b in BATCHES] for f in MOE}
     for family in MOE:
         steps = [b - a for a, b in zip(frac[family], frac[family][1:], strict=False)]
         detail = ", ".join(f"{v:.3f}" for v in frac[family])
@@ -212,7 +200,7 @@ def run(seeds: tuple[int, ...], quick: bool, out: Path, progress: Callable[[str]
 
 
 def _table(runs: list[dict[str, Any]], ratios: dict[str, dict[str, list[float]]]) -> str:
-    med = _median
+    med = median
     head = ("| family | act_frac decode b=1 / 4 / 16 | experts decode b=16 | S-MBU / MBU decode b=16 | "
             "S-MFU / MFU decode b=16 | S-MFU code / paper decode b=1 | FLOPs measured / analytic | "
             "TPOT b=8 (ms) |")  # fmt: skip

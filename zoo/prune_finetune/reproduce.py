@@ -14,17 +14,23 @@ in its own process with one torch thread.
 from __future__ import annotations
 
 import math
-import statistics
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
+from zoo.core.reproduce import (
+    Claim,
+    Report,
+    build,
+    config_path,
+    load_config,
+    median,
+    parallel_map,
+    save_figure,
+    worker_setup,
+)
 
-from zoo.core.reproduce import Claim, Progress, Report, parallel_map, save_figure
-
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs" / "prune_finetune"
 #: Target -> datamodule overrides (the card: train_stride 4 for ETT and elecdemand).
 TARGETS: dict[str, dict[str, Any]] = {
     "taylor": {"source": "taylor", "train_stride": 1},
@@ -39,20 +45,13 @@ OPTIONS: dict[str, tuple[str, ...]] = {"select_stage1_on": ("pruned", "finetuned
 FT_LRS = [1e-3, 1e-4, 1e-5]
 ARMS = ("zero_shot", "full_ft", "prune_ft", "random_prune_ft", "scratch")
 KEYS = ("mse", "mae", "mse@24", "mse@48", "mse@96", "mae@24", "mae@48", "mae@96")
-QUIET = [
-    "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.enable_progress_bar=false",
-    "--trainer.enable_model_summary=false", "--trainer.logger=false", "--trainer.num_sanity_val_steps=0",
-    "--threads=1",
-]  # fmt: skip
 
 
 def _cli(config: str, target: str, seed: int, root: Path, *extra: str) -> Any:
-    from zoo.cli import main
-
+    """``zoo fit -c configs/prune_finetune/<config>`` on ``target`` for ``seed`` (checkpoints kept: "best" is read)."""
     data = [f"--data.init_args.{k}={v}" for k, v in TARGETS[target].items()]
-    args = ["-c", str(CONFIG_DIR / config), *data, f"--data.init_args.seed={seed}", f"--seed_everything={seed}",
-            *QUIET, f"--trainer.default_root_dir={root}", *extra]  # fmt: skip
-    return main(args, run=False)
+    overrides = [*data, "--trainer.num_sanity_val_steps=0", *extra]
+    return build(config_path("prune_finetune", config), overrides, seed=seed, root=root, checkpoints=True)
 
 
 def _metrics(trainer: Any, split: str) -> dict[str, float]:
@@ -64,7 +63,7 @@ def _metrics(trainer: Any, split: str) -> dict[str, float]:
 def _prune_callback(**overrides: Any) -> Any:
     from callbacks.prune_finetune import PruneThenFinetune
 
-    config = yaml.safe_load((CONFIG_DIR / "default.yaml").read_text())
+    config = load_config("prune_finetune", "default")
     (args,) = [c["init_args"] for c in config["trainer"]["callbacks"] if c["class_path"].endswith("PruneThenFinetune")]
     return PruneThenFinetune(**{**args, **overrides})
 
@@ -120,14 +119,7 @@ def _merge_check(cli: Any, cb: Any, pretrained: str) -> dict[str, float]:
 
 def run_job(job: tuple[str, int, bool, str, str]) -> dict[str, Any]:
     """Every arm on one (target, seed); returns per-arm val/test metrics, the selections and the pruning record."""
-    import logging
-    import warnings
-
-    import torch
-
-    torch.set_num_threads(1)
-    logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
-    warnings.filterwarnings("ignore")
+    worker_setup()
     target, seed, quick, pretrained, select_on = job
     out: dict[str, Any] = {"target": target, "seed": seed}
     with tempfile.TemporaryDirectory() as tmp:
@@ -188,10 +180,6 @@ def run_job(job: tuple[str, int, bool, str, str]) -> dict[str, Any]:
     return out
 
 
-def _median(values: list[float]) -> float:
-    return float(statistics.median(values)) if values else float("nan")
-
-
 def _schedule_claim(entry: dict[str, Any]) -> tuple[float, float, float]:
     """(surviving fraction with dead/tied extras added back, the pure schedule's prediction, raw surviving fraction).
 
@@ -212,7 +200,7 @@ def run(
     seeds: tuple[int, ...],
     quick: bool,
     out: Path,
-    progress: Callable[[str], None] | None = None,
+    progress: Callable[[str], None],
     options: dict[str, str] | None = None,
 ) -> Report:
     """Pretrain once, run every (target, seed) job, and check the claims on medians over seeds."""
@@ -221,8 +209,8 @@ def run(
         raise ValueError(f"select_stage1_on={select_on!r} must be one of {list(OPTIONS['select_stage1_on'])}")
     from zoo.core.cli import train_recipe
 
-    say = progress or Progress("prune_finetune")
-    recipe = CONFIG_DIR / ("pretrain_quick.yaml" if quick else "pretrain.yaml")
+    say = progress
+    recipe = config_path("prune_finetune", "pretrain_quick" if quick else "pretrain")
     say(f"pretraining (cached after the first run): {recipe.name}")
     pretrained = str(train_recipe(recipe))
     targets = ["taylor"] if quick else list(TARGETS)
@@ -236,8 +224,8 @@ def run(
     medians: dict[str, dict[str, dict[str, float]]] = {}
     for t in targets:
         rows = [r for r in results if r["target"] == t]
-        medians[t] = {arm: {k: _median([r[arm]["test"][k] for r in rows]) for k in KEYS} for arm in ARMS}
-        medians[t]["prune_ft"]["block_param_drop"] = _median(
+        medians[t] = {arm: {k: median([r[arm]["test"][k] for r in rows]) for k in KEYS} for arm in ARMS}
+        medians[t]["prune_ft"]["block_param_drop"] = median(
             [1 - r["prune_ft"]["block_params_after"] / r["prune_ft"]["block_params_before"] for r in rows]
         )
     claims = _claims(results, medians, targets, quick)

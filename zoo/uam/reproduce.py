@@ -3,49 +3,56 @@
 The language-model part (the card's optional, non-gating targets) runs RMU, GA, GradDiff and RMU+UAM with and
 without the projection on a tiny Llama over the synthetic facts (``configs/uam/lm_*.yaml``), printed as info claims.
 Mislabeled mode (a random 10% of the training labels flipped; forget = the flipped samples), seeds {0, 1, 2}: every
-method of ``configs/uam/*.yaml`` (never a second copy of their hyperparameters) unlearns the same original for 5
-epochs; the callback trains the original (120 epochs) and the Retrain oracle once per seed and caches them. Classwise
-mode (digit 0, seed 0): ``configs/uam/classwise.yaml`` with and without the projection. One process per job, one
+method of ``configs/uam/*.yaml`` (never a second copy of their hyperparameters; ``rho = gamma = 0`` is
+``uam_rho_gamma_0.yaml``) unlearns the same original for 5 epochs; the callback trains the original (120 epochs) and
+the Retrain oracle once per seed and caches them. Classwise mode (digit 0, seed 0): ``classwise.yaml`` (with the
+projection) and ``classwise_plain.yaml``. Each arm is ``zoo fit -c configs/uam/<arm>.yaml --seed_everything=SEED
+--data.init_args.seed=SEED`` (the LM arms also seed ``model_seed`` and ``control_seed``). One process per job, one
 torch thread each; claims use medians over seeds.
 """
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from zoo.core.reproduce import Claim, Progress, Report, parallel_map, save_figure
+from zoo.core.reproduce import (
+    Claim,
+    Progress,
+    Report,
+    config_path,
+    fit,
+    median_over_seeds,
+    parallel_map,
+    save_figure,
+    worker_setup,
+)
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs" / "uam"
-#: Method label -> (config file, extra CLI overrides).
-METHODS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "FT": ("finetune.yaml", ()),
-    "NegGrad": ("neggrad.yaml", ()),
-    "NegGrad+": ("neggrad_plus.yaml", ()),
-    "l1-sparse": ("l1_sparse.yaml", ()),
-    "SalUn": ("salun.yaml", ()),
-    "SCRUB": ("scrub.yaml", ()),
-    "UAM-plain": ("uam_plain.yaml", ()),
-    "UAM-proj": ("default.yaml", ()),
-    "UAM rho=gamma=0": (
-        "default.yaml",
-        ("--trainer.callbacks.init_args.rho=0", "--trainer.callbacks.init_args.gamma=0"),
-    ),
+#: Method label -> config under configs/uam/.
+METHODS: dict[str, str] = {
+    "FT": "finetune",
+    "NegGrad": "neggrad",
+    "NegGrad+": "neggrad_plus",
+    "l1-sparse": "l1_sparse",
+    "SalUn": "salun",
+    "SCRUB": "scrub",
+    "UAM-plain": "uam_plain",
+    "UAM-proj": "default",
+    "UAM rho=gamma=0": "uam_rho_gamma_0",
 }
-CLASSWISE: dict[str, tuple[str, tuple[str, ...]]] = {
-    "UAM-proj": ("classwise.yaml", ()),
-    "UAM-plain": ("classwise.yaml", ("--trainer.callbacks.init_args.projection=none",)),
-}
+CLASSWISE: dict[str, str] = {"UAM-proj": "classwise", "UAM-plain": "classwise_plain"}
 #: The language-model part (the card's optional targets: printed as info claims, never gating).
-LM_METHODS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "RMU": ("lm_rmu.yaml", ()),
-    "GA": ("lm_neggrad.yaml", ()),
-    "GradDiff": ("lm_graddiff.yaml", ()),
-    "RMU+UAM-plain": ("lm_rmu_uam.yaml", ("--trainer.callbacks.init_args.projection=none",)),
-    "RMU+UAM": ("lm_rmu_uam.yaml", ()),
+LM_METHODS: dict[str, str] = {
+    "RMU": "lm_rmu",
+    "GA": "lm_neggrad",
+    "GradDiff": "lm_graddiff",
+    "RMU+UAM-plain": "lm_rmu_uam_plain",
+    "RMU+UAM": "lm_rmu_uam",
 }
+#: Every run trains without validation; the LM runs also draw their initialisation and RMU direction from the seed.
+NO_VALIDATION = ("--trainer.limit_val_batches=0", "--trainer.num_sanity_val_steps=0")
+LM_SEED_ARGS = ("data.init_args.seed", "model.init_args.model_seed", "model.init_args.control_seed")
 SHORT = {
     "retain_acc_higher_is_better": "RA",
     "forget_acc_lower_is_better_vs_retrain": "FA",
@@ -62,45 +69,26 @@ SHORT = {
 ROWS = ("Original", "Retrain", *[m for m in METHODS if m != "UAM rho=gamma=0"])
 
 
-def _args(config: str, extra: tuple[str, ...], seed: int, root: Path) -> list[str]:
-    return [
-        "-c", str(CONFIG_DIR / config), *extra, f"--data.init_args.seed={seed}", f"--seed_everything={seed}",
-        "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false", "--trainer.logger=false",
-        "--trainer.enable_checkpointing=false", "--trainer.limit_val_batches=0", "--trainer.num_sanity_val_steps=0",
-        f"--trainer.default_root_dir={root}",
-    ]  # fmt: skip
-
-
 def _short(metrics: dict[str, float] | None) -> dict[str, float]:
     return {SHORT.get(k, k): float(v) for k, v in (metrics or {}).items()}
 
 
 def run_job(job: tuple[str, int, str]) -> dict[str, Any]:
     """Unlearn with every method of one (mode, seed); returns ``{label: metrics}`` with Original and Retrain."""
-    import logging
     import time
-    import warnings
 
-    import torch
-
-    torch.set_num_threads(1)
-    warnings.filterwarnings("ignore")
-    for name in ("lightning.pytorch", "lightning.fabric", "lightning_utilities"):
-        logging.getLogger(name).setLevel(logging.ERROR)
+    worker_setup()
     from callbacks.unlearning import UnlearningCallback
-    from zoo.cli import main
 
     mode, seed, root = job
     say = Progress(f"uam {mode}/s{seed}")
     methods = {"mislabeled": METHODS, "classwise": CLASSWISE, "lm": LM_METHODS}[mode]
+    seed_args = LM_SEED_ARGS if mode == "lm" else ("data.init_args.seed",)
     results: dict[str, Any] = {}
-    for label, (config, extra) in methods.items():
+    for label, config in methods.items():
         start = time.time()
-        if mode == "lm":  # each seed also draws its own initialisation and RMU direction
-            extra = (*extra, f"--model.init_args.model_seed={seed}", f"--model.init_args.control_seed={seed}")
-        cli = main(_args(config, extra, seed, Path(root)), run=False)
-        cli.trainer.fit(cli.model, datamodule=cli.datamodule)
-        cb = next(c for c in cli.trainer.callbacks if isinstance(c, UnlearningCallback))
+        result = fit(config_path("uam", config), NO_VALIDATION, seed=seed, seed_args=seed_args, root=root)
+        cb = result.callback(UnlearningCallback)
         results.setdefault("Original", _short({k.removeprefix("original/"): v for k, v in cb.before.items()}))
         results.setdefault("Retrain", _short(cb.oracle_metrics))
         results[label] = {**_short(cb.final), "seconds": round(time.time() - start, 1)}
@@ -111,7 +99,7 @@ def run_job(job: tuple[str, int, str]) -> dict[str, Any]:
 
 
 def _median(runs: list[dict[str, Any]], mode: str, label: str, key: str) -> float:
-    return float(statistics.median(r["results"][label][key] for r in runs if r["mode"] == mode))
+    return median_over_seeds(runs, lambda r: r["results"][label][key], mode=mode)
 
 
 def _claims(runs: list[dict[str, Any]]) -> list[Claim]:
@@ -211,13 +199,13 @@ def _plot(runs: list[dict[str, Any]], out: Path) -> str:
 
 
 def run(
-    seeds: tuple[int, ...] = (0, 1, 2),
-    quick: bool = False,
-    out: Path | None = None,
-    progress: Callable[[str], None] = print,
+    seeds: tuple[int, ...],
+    quick: bool,
+    out: Path,
+    progress: Callable[[str], None],
+    options: dict[str, str] | None = None,
 ) -> Report:
     """Run the protocol (``quick``: the CLI passes seed 0 only; the claims are the same)."""
-    out = Path(out or "reproduce_out")
     root = out / "uam_runs"
     jobs = [("lm", s, str(root)) for s in seeds] + [("mislabeled", s, str(root)) for s in seeds]
     jobs.append(("classwise", seeds[0], str(root)))

@@ -1,9 +1,10 @@
 """`zoo reproduce xrlhf`: the card's claims 1-4 on the synthetic preference world, at CPU (numpy) scale.
 
-Per seed, ``configs/xrlhf/default.yaml`` runs through the zoo CLI with the selector and the unlearning strategy
-swapped: convex + NegGrad+ (the method), convex + finetune, convex + UAM (ρ 0.1, no projection), the public code's
-policy-pairs DPO, k-NN, TracIn (= representer points for a linear head), per-item random selection, one random set of
-the convex union's size, and the planted pairs (the ground-truth oracle). Each run's ``UnlearningCallback`` also
+Per seed, every arm fits its config of ``configs/xrlhf/`` (``ARMS``) through the zoo CLI, the seed as
+``--seed_everything`` and ``--data.init_args.seed``: convex + NegGrad+ (``default``, the method), convex + finetune,
+convex + UAM (ρ 0.1, no projection), the public code's policy-pairs DPO, k-NN, TracIn (= representer points for a
+linear head), per-item random selection, one random set of the convex union's size, and the planted pairs (the
+ground-truth oracle). Each run's ``UnlearningCallback`` also
 trains the retrain oracle on D∖S_all, so "retrain without the selected set" is read off every run. Medians over
 seeds {0, 1, 2}. ``--quick`` keeps the three seeds the claims are defined over (``QUICK_SEEDS``) and drops the
 info-only arms (``INFO_ARMS``). Jobs run in 2 processes.
@@ -17,29 +18,29 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from zoo.core.reproduce import Claim, Progress, Report, parallel_map, save_figure
+from zoo.core.reproduce import (
+    Claim,
+    Report,
+    config_path,
+    fit,
+    median_over_seeds,
+    parallel_map,
+    save_figure,
+    worker_setup,
+)
 
-CONFIG = Path(__file__).resolve().parents[2] / "configs" / "xrlhf" / "default.yaml"
-#: arm -> (selector, unlearning, extra CLI overrides).
-ARMS: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    "convex": ("convex", "neggrad_plus", ()),
-    "convex finetune": ("convex", "finetune", ("--trainer.callbacks.init_args.strategy=finetune",)),
-    "convex uam": ("convex", "uam ρ 0.1", ("--trainer.callbacks.init_args.strategy=uam",
-                                          "--trainer.callbacks.init_args.rho=0.1",
-                                          "--trainer.callbacks.init_args.projection=none")),
-    "policy pairs": ("convex", "DPO β 0.5 (code)", ("--data.init_args.unlearn_mode=policy_pairs",
-                                                    "--trainer.callbacks.init_args.beta=0.5")),
-    "knn": ("knn", "neggrad_plus", ()),
-    "tracin": ("tracin", "neggrad_plus", ()),
-    "random": ("random", "neggrad_plus", ()),
-    "random set": ("random_set", "neggrad_plus", ()),
-    "planted": ("planted", "neggrad_plus", ()),
-}  # fmt: skip
-QUIET = [
-    "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.enable_progress_bar=false",
-    "--trainer.enable_model_summary=false", "--trainer.logger=false", "--trainer.enable_checkpointing=false",
-    "--threads=1",
-]  # fmt: skip
+#: arm -> (config under configs/xrlhf/, selector, unlearning) (the last two label the table).
+ARMS: dict[str, tuple[str, str, str]] = {
+    "convex": ("default", "convex", "neggrad_plus"),
+    "convex finetune": ("finetune", "convex", "finetune"),
+    "convex uam": ("uam", "convex", "uam ρ 0.1"),
+    "policy pairs": ("policy_pairs", "convex", "DPO β 0.5 (code)"),
+    "knn": ("knn", "knn", "neggrad_plus"),
+    "tracin": ("tracin", "tracin", "neggrad_plus"),
+    "random": ("random", "random", "neggrad_plus"),
+    "random set": ("random_set", "random_set", "neggrad_plus"),
+    "planted": ("planted", "planted", "neggrad_plus"),
+}
 #: Arms only reported (no asserted claim reads them): left out of ``--quick``.
 INFO_ARMS = ("convex finetune", "convex uam", "policy pairs", "tracin", "random")
 #: ``--quick`` keeps the seeds: every claim is a median over three seeds (the card).
@@ -49,37 +50,30 @@ WIN_U, WIN_S = "win_unsatisfactory_higher_is_better", "win_satisfactory_higher_i
 
 def run_job(job: tuple[str, int]) -> dict[str, Any]:
     """Fit one arm for one seed; return its split, oracle and final metrics."""
-    import logging
-    import time
-    import warnings
-
-    import torch
-
+    worker_setup()
     from callbacks.unlearning import UnlearningCallback
-    from zoo.cli import main
 
-    torch.set_num_threads(1)
-    logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
-    warnings.filterwarnings("ignore")
     arm, seed = job
-    selector, _, extra = ARMS[arm]
+    config, selector, _ = ARMS[arm]
     with tempfile.TemporaryDirectory() as tmp:
-        cli = main(["-c", str(CONFIG), *QUIET, f"--trainer.default_root_dir={tmp}", f"--seed_everything={seed}",
-                    f"--data.init_args.seed={seed}", f"--model.init_args.selector={selector}", *extra],
-                   run=False)  # fmt: skip
-        start = time.time()
-        cli.trainer.fit(cli.model, datamodule=cli.datamodule)
-        seconds = time.time() - start
-        callback = next(c for c in cli.trainer.callbacks if isinstance(c, UnlearningCallback))
-        split = {k: v for k, v in cli.datamodule.split_info().items() if k not in ("forget_indices", "per_item")}
-        sizes = [len(e["indices"]) for e in cli.datamodule.explanations] if selector == "convex" else []
-    return {"arm": arm, "seed": seed, "seconds": seconds, "split": split, "oracle": callback.oracle_metrics,
+        result = fit(config_path("xrlhf", config), seed=seed, root=tmp)
+        callback = result.callback(UnlearningCallback)
+        dm = result.datamodule
+        split = {k: v for k, v in dm.split_info().items() if k not in ("forget_indices", "per_item")}
+        sizes = [len(e["indices"]) for e in dm.explanations] if selector == "convex" else []
+    return {"arm": arm, "seed": seed, "seconds": result.seconds, "split": split, "oracle": callback.oracle_metrics,
             "final": callback.final, "original": callback.before, "sizes": sizes}  # fmt: skip
 
 
-def run(seeds: tuple[int, ...], quick: bool, out: Path, progress: Callable[[str], None] | None = None) -> Report:
+def run(
+    seeds: tuple[int, ...],
+    quick: bool,
+    out: Path,
+    progress: Callable[[str], None],
+    options: dict[str, str] | None = None,
+) -> Report:
     """Run the protocol and check claims 1-4."""
-    say = progress or Progress("xrlhf")
+    say = progress
     arms = [arm for arm in ARMS if not (quick and arm in INFO_ARMS)]
     jobs = [(arm, s) for s in seeds for arm in arms]
     say(f"{len(jobs)} jobs: arms {arms} x seeds {list(seeds)}")
@@ -87,7 +81,7 @@ def run(seeds: tuple[int, ...], quick: bool, out: Path, progress: Callable[[str]
     say("all jobs done")
 
     def med(arm: str, get: Callable[[dict[str, Any]], float]) -> float:
-        return statistics.median(get(r) for r in results if r["arm"] == arm)
+        return median_over_seeds(results, get, arm=arm)
 
     oracle_u = {arm: med(arm, lambda r: r["oracle"][WIN_U]) for arm in arms}
     oracle_s = {arm: med(arm, lambda r: r["oracle"][WIN_S]) for arm in arms}
@@ -126,7 +120,7 @@ def run(seeds: tuple[int, ...], quick: bool, out: Path, progress: Callable[[str]
     items_per_s = med("convex", lambda r: r["split"]["n_unsatisfactory"] / r["split"]["explain_seconds"])
     claims.append(Claim("info: convex selection items/s (card: 100 items in <= 60 s)", items_per_s, ">=", 100 / 60,
                         asserted=False))  # fmt: skip
-    rows = [{"arm": arm, "selector": ARMS[arm][0], "strategy": ARMS[arm][1], "union_recall": recall[arm],
+    rows = [{"arm": arm, "selector": ARMS[arm][1], "strategy": ARMS[arm][2], "union_recall": recall[arm],
              "precision": precision[arm], "retrain_fixed": oracle_u[arm], "retrain_kept": oracle_s[arm],
              "unlearn_fixed": final_u[arm], "unlearn_kept": final_s[arm],
              "n_forget": med(arm, lambda r: r["split"]["n_forget"])} for arm in arms]  # fmt: skip
