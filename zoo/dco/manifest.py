@@ -13,10 +13,11 @@ MANIFEST = Manifest(
     config="configs/dco/default.yaml",
     status="in progress",
     status_note=(
-        "blocked (issue #6: the card's one-seed `--quick` fails C5 on a CE loss spike): loss, metric, "
-        "both tasks, baselines, `filter_mode`, `p_source`, tests, configs implemented; `zoo reproduce "
-        "dco`: 17/17 asserted claims hold (907 s); `--quick` (seed 0): 15/17, exits 1 (a CE loss spike "
-        "at the last epoch fails C5); DCO step 1.02x CE"
+        "blocked (issue #6: the card's one-seed `--quick` failed C5 on a CE loss spike in an earlier run; on "
+        "2026-12-04 the same protocol gave 17/17, exit 0, before and after the issue #18 restructuring, identical "
+        "values): loss, metric, both tasks, baselines, `filter_mode`, `p_source`, tests, configs implemented; "
+        "`zoo reproduce dco`: 17/17 asserted claims hold (907 s); `--quick` (seed 0): 17/17 (C5 0.389 ≥ 0.2), "
+        "376-568 s beside other jobs; DCO step 1.02x CE"
     ),
     summary=(
         "`zoo.dco.module.KAnswerModule` / `CoverageLMModule` with `zoo.dco.loss.DCOLoss` and "
