@@ -66,17 +66,19 @@ def test_second_run_does_not_collide(fitted) -> None:
     assert len(glob.glob(f"{root}/**/config.yaml", recursive=True)) == 2
 
 
-def test_pretrained_fine_tunes(fitted, tmp_path: Path) -> None:
-    """`pretrained=<ckpt>` starts from the checkpoint's weights (not a fresh init)."""
+def test_pretrained_fine_tunes(fitted, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`pretrained=<ckpt>` starts from the checkpoint's weights (not a fresh init) and says what it loaded."""
     _, ckpt, _ = fitted
     cli = main([*BASE, f"--model.init_args.pretrained={ckpt}", f"--trainer.default_root_dir={tmp_path}",
                 "--trainer.max_epochs=1"], run=False)  # fmt: skip
+    total = len(cli.model.model.state_dict())
+    assert f"zoo: pretrained={ckpt}: loaded {total} of {total} tensors from {ckpt}" in capsys.readouterr().err
     state = torch.load(ckpt, weights_only=True)["state_dict"]
     for key, value in cli.model.model.state_dict().items():
         torch.testing.assert_close(value, state[f"model.{key}"])
 
 
-def test_pretrained_state_dict_and_mismatch_warns(fitted, tmp_path: Path) -> None:
+def test_pretrained_state_dict_and_mismatch_warns(fitted, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A plain state dict loads; a changed layer is dropped with a warning naming the key and both shapes."""
     cli, _, _ = fitted
     state = {k: v.clone() for k, v in cli.model.model.state_dict().items()}
@@ -86,6 +88,8 @@ def test_pretrained_state_dict_and_mismatch_warns(fitted, tmp_path: Path) -> Non
     torch.save(state, path)
     with pytest.warns(UserWarning, match=key.replace(".", r"\.")):
         load_pretrained(cli.model.model, str(path), prefix="")
+    total = len(state)
+    assert f"loaded {total - 1} of {total} tensors from {path}; 1 dropped (shape); 1 missing" in capsys.readouterr().err
 
 
 def test_pretrained_missing_file_never_downloads() -> None:

@@ -163,3 +163,18 @@ def test_claim_operators() -> None:
     assert not rep.Claim("a", math.nan, "<", 1.0).holds
     with pytest.raises(ValueError, match="unknown op"):
         rep.Claim("a", 1.0, "!=", 0.0)  # type: ignore[arg-type]
+
+
+def test_list_into_a_closed_pipe_is_quiet() -> None:
+    """`zoo list --json | head` must not end in a BrokenPipeError traceback (issue #19): the reader is gone before
+    the first write here, which forces the broken pipe deterministically."""
+    import os
+
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        out = subprocess.run([sys.executable, "-m", "zoo", "list", "--json"], stdout=write, stderr=subprocess.PIPE,
+                             cwd=ROOT, text=True, timeout=60)  # fmt: skip
+    finally:
+        os.close(write)
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr

@@ -6,6 +6,7 @@ Importing lightning costs about 7 s on a 2-core machine, so the top-level help i
 
 from __future__ import annotations
 
+import os
 import sys
 
 import zoo
@@ -40,7 +41,13 @@ def main() -> None:
     if argv[:1] == ["list"]:
         from zoo.core.registry import list_command
 
-        sys.exit(list_command(argv[1:]))
+        try:
+            code = list_command(argv[1:])
+            sys.stdout.flush()
+        except BrokenPipeError:  # `zoo list --json | head`: the reader left, which is no error
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            code = 0
+        sys.exit(code)
     if argv[:1] == ["reproduce"]:
         from zoo.core.reproduce import dispatch
 

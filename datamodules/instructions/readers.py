@@ -38,8 +38,9 @@ def read_instruction_records(path: str | Path) -> list[dict[str, str]]:
 
     Raises:
         FileNotFoundError: the file does not exist.
-        ValueError: invalid JSON (naming the line), no records, a record that is not an object, a missing field, a
-            non-string value or an empty output (naming the file, the record index and the field).
+        ValueError: invalid JSON (naming the line), no records, a record that is not an object, a missing
+            ``instruction`` or ``output``, a non-string value or an empty output (naming the file, the record index and
+            the field). A missing ``input`` is read as ``""``, as Alpaca-style files often omit it.
     """
     path = Path(path)
     if not path.is_file():
@@ -52,6 +53,7 @@ def read_instruction_records(path: str | Path) -> list[dict[str, str]]:
     for where, obj in raw:
         if not isinstance(obj, dict):
             raise ValueError(f"{path}: {where}: expected a JSON object, found {type(obj).__name__}")
+        obj = {"input": "", **obj}  # many Alpaca-style files omit an empty input
         for key in RECORD_FIELDS:
             if key not in obj:
                 raise ValueError(

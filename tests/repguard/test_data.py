@@ -464,7 +464,7 @@ def test_reader_round_trip(tmp_path):
 @pytest.mark.parametrize(
     ("bad", "pattern"),
     [
-        ({"instruction": "a", "output": "b"}, r"record 1 \(line 2\): missing field 'input'"),
+        ({"input": "a", "output": "b"}, r"record 1 \(line 2\): missing field 'instruction'"),
         ({"instruction": 3, "input": "", "output": "b"}, r"record 1 \(line 2\): field 'instruction': expected str"),
         ({"instruction": "a", "input": None, "output": "b"}, r"record 1 \(line 2\): field 'input': expected str"),
         (
@@ -479,6 +479,14 @@ def test_reader_errors_name_file_record_and_field(tmp_path, bad, pattern):
     path = write_jsonl(tmp_path / "bad.jsonl", [records(1)[0], bad])
     with pytest.raises(ValueError, match=re.escape(str(path)) + ": " + pattern):
         read_instruction_records(path)
+
+
+def test_reader_reads_a_missing_input_as_empty(tmp_path):
+    """Alpaca-style files often omit an empty `input`: the record is read with `input: ""` (issue #19), and its
+    prompt is the instruction alone; a missing `instruction` or `output` still fails (above)."""
+    path = write_jsonl(tmp_path / "no_input.jsonl", [{"instruction": "tell me x0", "output": "sure"}])
+    assert read_instruction_records(path) == [{"instruction": "tell me x0", "input": "", "output": "sure"}]
+    assert records_to_samples(read_instruction_records(path))[0].prompt == ["[BOS]", "tell", "me", "x0", "[SEP]"]
 
 
 def test_reader_json_list_and_missing_file(tmp_path):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -104,7 +106,9 @@ def load_pretrained(
     if path.is_dir():
         if not hasattr(net, "load_hf"):
             raise ValueError(f"pretrained={source!r} is a folder, but {type(net).__name__} has no `load_hf` hook")
-        return net.load_hf(path)
+        result = net.load_hf(path)
+        _confirm(f"pretrained={source}: loaded the Hugging Face model in {path}")
+        return result
     blob = torch.load(path, map_location="cpu", weights_only=True)
     if not isinstance(blob, dict):
         raise ValueError(f"pretrained={source!r}: expected a checkpoint or a state dict, found {type(blob).__name__}")
@@ -114,6 +118,17 @@ def load_pretrained(
             on_structure(blob[STRUCTURE_KEY])
     raw = blob.get("state_dict", blob)
     state = {k.removeprefix(prefix): v for k, v in raw.items() if isinstance(v, torch.Tensor)}
-    result = net.load_state_dict(drop_shape_mismatches(net, state), strict=False)
+    kept = drop_shape_mismatches(net, state)
+    result = net.load_state_dict(kept, strict=False)
     log_missing_unexpected(source, result)
+    loaded, total = len(kept) - len(result.unexpected_keys), len(net.state_dict())
+    notes = [f"{n} {what}" for n, what in ((len(state) - len(kept), "dropped (shape)"),
+             (len(result.missing_keys), "missing"), (len(result.unexpected_keys), "unexpected")) if n]  # fmt: skip
+    _confirm(f"pretrained={source}: loaded {loaded} of {total} tensors from {path}" + "".join(f"; {n}" for n in notes))
     return result
+
+
+def _confirm(message: str) -> None:
+    """Say what a ``pretrained`` load did, once per run (global rank 0), on stderr."""
+    if os.environ.get("LOCAL_RANK", "0") == "0" and os.environ.get("NODE_RANK", "0") == "0":
+        print(f"zoo: {message}", file=sys.stderr, flush=True)
