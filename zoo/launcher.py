@@ -54,4 +54,37 @@ def main() -> None:
         sys.exit(dispatch(argv))
     from zoo.core.cli import main as cli_main
 
-    cli_main()
+    try:
+        cli_main()
+    except Exception as exc:  # a user error is one line and exit code 2; anything else keeps its traceback
+        cause = user_error(exc)
+        if cause is None or os.environ.get("ZOO_DEBUG") == "1":
+            raise
+        print(f"zoo: error: {cause}", file=sys.stderr)
+        sys.exit(2)
+
+
+#: Exceptions the zoo raises on purpose for bad input (a file, a value, a missing checkpoint), with a message.
+USER_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError)
+#: Folders of the zoo's own code: an exception raised there is the zoo's message, not a library's.
+_OWN = tuple(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), d) + os.sep
+             for d in ("zoo", "datamodules", "callbacks"))  # fmt: skip
+
+
+def user_error(exc: BaseException) -> BaseException | None:
+    """The zoo's own bad-input error behind ``exc``, or ``None`` for a programming error.
+
+    jsonargparse wraps an error raised while a module or datamodule is built into "Does not validate against any of the
+    Union subtypes" (the original is the chained cause); the innermost chained exception raised by the zoo's own code
+    with one of :data:`USER_ERRORS` is the message a user needs.
+    """
+    import traceback
+
+    found, seen = None, set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        frames = traceback.extract_tb(exc.__traceback__)
+        if isinstance(exc, USER_ERRORS) and frames and frames[-1].filename.startswith(_OWN):
+            found = exc
+        exc = exc.__cause__ or exc.__context__
+    return found

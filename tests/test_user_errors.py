@@ -1,0 +1,74 @@
+"""Bad input through the real `zoo` entry point: one clear line, exit code 2, no traceback (issue #19, started).
+
+The zoo's own bad-input errors (a ValueError or FileNotFoundError raised by its code) reach the user as
+`zoo: error: <message>` even when jsonargparse wrapped them while building a module or datamodule; programming errors
+and `ZOO_DEBUG=1` keep the traceback. The table grows to every method's loaders and configs under issue #19.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT
+
+from zoo.launcher import user_error
+
+#: (config, flags, the message's line)
+BAD_INPUTS = [
+    ("configs/coop_se/default.yaml", ["--data.init_args.m=0"], "--data.init_args.m=0: expected at least 1 agent"),
+    ("configs/craft/default.yaml", ["--model.init_args.pretrained=/nonexistent.ckpt"],
+     "pretrained='/nonexistent.ckpt': no such local file or folder (the zoo never downloads)"),
+]  # fmt: skip
+
+
+def _zoo(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if k != "ZOO_DEBUG"}
+    environ.update({"PYTHONPATH": str(ROOT), "WANDB_MODE": "disabled", **env})
+    return subprocess.run([sys.executable, "-m", "zoo", *args], capture_output=True, text=True, env=environ,
+                          timeout=120)  # fmt: skip
+
+
+@pytest.mark.parametrize(("config", "flags", "line"), BAD_INPUTS, ids=[c.split("/")[1] for c, _, _ in BAD_INPUTS])
+def test_bad_input_is_one_line_and_exit_2(config: str, flags: list[str], line: str, tmp_path) -> None:
+    out = _zoo("fit", "-c", str(ROOT / config), *flags, "--trainer.fast_dev_run=1",
+               f"--trainer.default_root_dir={tmp_path}")  # fmt: skip
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert out.stderr.strip().splitlines()[-1] == f"zoo: error: {line}"
+    assert "Traceback" not in out.stderr
+
+
+def test_zoo_debug_keeps_the_traceback(tmp_path) -> None:
+    config, flags, _ = BAD_INPUTS[0]
+    out = _zoo("fit", "-c", str(ROOT / config), *flags, f"--trainer.default_root_dir={tmp_path}", ZOO_DEBUG="1")
+    assert out.returncode == 1 and "Traceback" in out.stderr
+
+
+def test_only_the_zoos_own_bad_input_errors_are_shortened() -> None:
+    """A ValueError the zoo raises (here Claim's operator check), also behind a wrapping exception as jsonargparse
+    chains it, is a user error; a TypeError from the zoo, or a ValueError raised outside the zoo, is not."""
+    from zoo.core.reproduce import Claim
+
+    def zoo_value_error() -> BaseException:
+        try:
+            Claim("a", 1.0, "!=", 0.0)  # type: ignore[arg-type]
+        except ValueError as exc:
+            return exc
+        raise AssertionError("Claim accepted an unknown operator")
+
+    inner = zoo_value_error()
+    assert user_error(inner) is inner
+    try:
+        raise RuntimeError("Does not validate against any of the Union subtypes") from inner
+    except RuntimeError as wrapped:
+        assert user_error(wrapped) is inner
+    try:
+        int("x")
+    except ValueError as outside:
+        assert user_error(outside) is None
+    try:
+        Claim("a", 1.0, ">=", 0.0).holds + "x"  # type: ignore[operator]
+    except TypeError as programming:
+        assert user_error(programming) is None
