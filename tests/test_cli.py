@@ -178,3 +178,24 @@ def test_list_into_a_closed_pipe_is_quiet() -> None:
     finally:
         os.close(write)
     assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+
+
+def test_known_noise_is_dropped_and_other_warnings_stay() -> None:
+    """The CLI drops the listed harmless third-party notices by message (issue #19) and nothing else: a zoo warning
+    such as load_pretrained's still shows, and Lightning's "Tip" adverts leave its log handler."""
+    import logging
+    import warnings
+
+    from zoo.core.cli import quiet_known_noise
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        quiet_known_noise()
+        warnings.warn("Starting from v1.9.0, `tensorboardX` has been removed as a dependency", UserWarning)
+        warnings.warn("`LightningModule.configure_optimizers` returned `None`, this fit will run with no optimizer")
+        warnings.warn("pretrained: dropping 'w': checkpoint shape (3, 3) != model shape (2, 2)", UserWarning)
+    assert [str(w.message)[:22] for w in caught] == ["pretrained: dropping '"]
+    logger = logging.getLogger("lightning.pytorch.utilities.rank_zero")  # where rank_zero_info logs
+    tip = logger.makeRecord(logger.name, logging.INFO, "", 0, "💡 Tip: try installing litlogger", None, None)
+    seed = logger.makeRecord(logger.name, logging.INFO, "", 0, "Seed set to 0", None, None)
+    assert not logger.filter(tip) and logger.filter(seed)

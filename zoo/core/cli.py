@@ -8,10 +8,12 @@ built, never inside a constructor.
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import re
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,36 @@ _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 #: Trainer callbacks whose ``monitor: auto`` means the module's :attr:`ZooModule.monitor` and ``mode``.
 _MONITORED = ("ModelCheckpoint", "EarlyStopping")
+
+
+#: Known-harmless third-party notices every run printed (issue #19), dropped by message, never by blanket filter: no
+#: TensorBoard (the zoo logs to CSV or W&B), a torch-internal deprecation inside Lightning, the optimizer-free steps
+#: of training-free methods, streaming datasets with ``num_workers=0``, LightningCLI's in-process ``args`` notice.
+NOISE_WARNINGS = (
+    r"Starting from v1\.9\.0, `tensorboardX` has been removed",
+    r"`isinstance\(treespec, LeafSpec\)` is deprecated",
+    r"`LightningModule\.configure_optimizers` returned `None`, this fit will run with no optimizer",
+    r"Your `IterableDataset` has `__len__` defined",
+    r"LightningCLI's args parameter is intended to run from within Python",
+)
+#: Log lines of Lightning's that advertise other products, and the loggers that emit them (``rank_zero_info``).
+NOISE_LOGS = ("💡 Tip:",)
+NOISE_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")
+
+
+class _DropNoise(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.getMessage()).startswith(NOISE_LOGS)
+
+
+def quiet_known_noise() -> None:
+    """Drop :data:`NOISE_WARNINGS` and :data:`NOISE_LOGS`; every other warning and log line stays."""
+    for pattern in NOISE_WARNINGS:
+        warnings.filterwarnings("ignore", message=pattern)
+    for name in NOISE_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _DropNoise) for f in logger.filters):
+            logger.addFilter(_DropNoise())
 
 
 class ZooCLI(LightningCLI):
@@ -275,6 +307,7 @@ def main(args: ArgsType = None, run: bool = True) -> ZooCLI | int | None:
             sys.exit(2)
         return 2
     _import_named_classes(texts)
+    quiet_known_noise()
     try:
         return ZooCLI(
             ZooModule,
