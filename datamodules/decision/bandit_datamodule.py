@@ -17,8 +17,9 @@ column ``mean`` (Bernoulli) or the columns ``mean,std`` (Gaussian)).
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 import networkx as nx
 import numpy as np
@@ -69,12 +70,15 @@ class BanditGraphDataModule(ZooDataModule):
         T: horizon (rounds).
         seed: base reward seed; replica ``r`` draws its rewards from seed ``seed + r``.
         n_replicas: independent replicas simulated side by side (vectorised seeds), linked into the module.
+        node_ids: CSV node ids of ``graph: file``: ``integer`` (must be ``0..m-1``, else an error naming the line)
+            or ``map`` (any labels, relabelled in sorted order with the mapping shown).
     """
 
     def __init__(self, graph: GraphKind = "path", m: int = 8, p: float = 0.3, graph_seed: int = 0,
                  graph_path: str | None = None, arms: ArmsKind = "bernoulli",
                  means: list[float] | None = None, stds: list[float] | None = None, arms_path: str | None = None,
-                 T: int = 20000, seed: int = 0, n_replicas: int = 1) -> None:  # fmt: skip
+                 T: int = 20000, seed: int = 0, n_replicas: int = 1,
+                 node_ids: Literal["integer", "map"] = "integer") -> None:  # fmt: skip
         super().__init__()
         if T < 1:
             raise ValueError(f"--data.init_args.T={T}: expected a horizon >= 1")
@@ -83,8 +87,11 @@ class BanditGraphDataModule(ZooDataModule):
         if graph == "file":
             if graph_path is None:
                 raise ValueError("--data.init_args.graph=file needs --data.init_args.graph_path (.csv or .npy)")
-            g = load_graph(graph_path)
+            g = load_graph(graph_path, node_ids)
             source = graph_path
+            if g.number_of_nodes() != m:  # the file decides m: say so rather than silently override the config
+                warnings.warn(f"--data.init_args.graph_path={graph_path!r} holds {g.number_of_nodes()} agents; "
+                              f"--data.init_args.m={m} does not apply to graph: file", stacklevel=2)  # fmt: skip
         else:
             if graph_path is not None:
                 raise ValueError(f"--data.init_args.graph_path={graph_path!r} is set but graph={graph!r}; use "

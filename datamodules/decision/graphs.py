@@ -63,15 +63,17 @@ def build_graph(kind: str, m: int, p: float = 0.3, seed: int = 0) -> nx.Graph:
     raise ValueError(f"--data.init_args.graph={kind!r}: expected one of {list(GraphKind.__args__)}")
 
 
-def load_graph(path: str) -> nx.Graph:
+def load_graph(path: str, node_ids: Literal["integer", "map"] = "integer") -> nx.Graph:
     """Read a graph file: a CSV edge list (``source,target``) or a ``.npy`` symmetric 0/1 adjacency matrix.
 
-    CSV labels that are not all integers ``0..m-1`` are mapped to ``0..m-1`` in sorted order (the mapping is logged).
-    Self-loops are dropped with a warning; an asymmetric or non-0/1 matrix raises; so does a disconnected graph (the
-    error states the number of components and their sizes).
+    CSV node ids must be the integers ``0..m-1`` (``node_ids="integer"``): anything else raises, naming the line, since
+    a silent relabelling would change the experiment. With ``node_ids="map"`` any labels are mapped to ``0..m-1`` in
+    sorted order and the mapping is shown as a warning. Self-loops are dropped with a warning; an asymmetric or
+    non-0/1 matrix raises; so does a disconnected graph (the error states the number of components and their sizes).
 
     Args:
         path: the ``.csv`` or ``.npy`` file.
+        node_ids: ``integer`` (ids must be ``0..m-1``) or ``map`` (relabel any ids, shown).
     """
     file = Path(path)
     if not file.is_file():
@@ -108,11 +110,19 @@ def load_graph(path: str) -> nx.Graph:
         if not raw:
             raise ValueError(f"{path}: no edges below the header 'source,target'")
         labels = sorted({x for edge in raw for x in edge}, key=_label_key)
-        if all(x.lstrip("-").isdigit() for x in labels) and [int(x) for x in labels] == list(range(len(labels))):
+        integers = all(x.isdigit() for x in labels) and [int(x) for x in labels] == list(range(len(labels)))
+        if integers:
             mapping = {x: int(x) for x in labels}
+        elif node_ids == "integer":
+            bad = next((x for x in labels if not x.isdigit() or int(x) >= len(labels)), labels[0])
+            line = next(i for i, edge in enumerate(raw, start=2) if bad in edge)
+            raise ValueError(f"{path}: line {line}: node id {bad!r}; expected the integers 0..m-1 (found {len(labels)} "
+                             "distinct ids); --data.init_args.node_ids=map relabels any ids in sorted order and shows "
+                             "the mapping")  # fmt: skip
         else:
             mapping = {x: i for i, x in enumerate(labels)}
-            log.info("%s: node labels mapped to 0..%d in sorted order: %s", path, len(labels) - 1, mapping)
+            warnings.warn(f"{path}: node ids mapped to 0..{len(labels) - 1} in sorted order (node_ids=map): {mapping}",
+                          stacklevel=2)  # fmt: skip
         edges = [(mapping[a], mapping[b]) for a, b in raw]
         nodes = list(range(len(labels)))
     else:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import logging
+import re
 from pathlib import Path
 
 import numpy as np
@@ -55,15 +55,36 @@ def test_arms_csv_formats(tmp_path: Path) -> None:
         BanditGraphDataModule(arms="file", arms_path=_csv(tmp_path / "w.csv", "mu\n0.5\n0.4\n"))
 
 
-def test_string_labels_map_deterministically(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """Relabelled string node ids map to 0..m-1 in sorted order, whatever the edge order; the mapping is logged."""
+def test_string_labels_map_deterministically(tmp_path: Path) -> None:
+    """With node_ids=map, string node ids map to 0..m-1 in sorted order, whatever the edge order; the mapping is
+    shown as a warning."""
     a = _csv(tmp_path / "a.csv", "source,target\ncarol,alice\nalice,bob\ndave,carol\n")
     b = _csv(tmp_path / "b.csv", "source,target\ndave,carol\nbob,alice\nalice,carol\n")
-    with caplog.at_level(logging.INFO, logger="datamodules.decision.graphs"):
-        da, db = BanditGraphDataModule(graph="file", graph_path=a), BanditGraphDataModule(graph="file", graph_path=b)
-    assert "'alice': 0" in caplog.text and "'dave': 3" in caplog.text
+    with pytest.warns(UserWarning, match=r"'alice': 0.*'dave': 3"):
+        da = BanditGraphDataModule(graph="file", graph_path=a, m=4, node_ids="map")
+    with pytest.warns(UserWarning, match="node ids mapped"):
+        db = BanditGraphDataModule(graph="file", graph_path=b, m=4, node_ids="map")
     assert sorted(da.graph.edges) == sorted(db.graph.edges) == [(0, 1), (0, 2), (2, 3)]
     np.testing.assert_array_equal(da.D, db.D)
+
+
+@pytest.mark.parametrize(
+    ("rows", "bad", "line"),
+    [("0,1\n1,x3\n2,0\n", "x3", 3), ("1,2\n2,3\n", "3", 3), ("0,1\n1,-2\n", "-2", 3)],
+    ids=["mixed", "one_based", "negative"],
+)
+def test_node_ids_that_would_be_relabelled_are_an_error(tmp_path: Path, rows: str, bad: str, line: int) -> None:
+    """A mixed, 1-based or negative id column is not silently relabelled (issue #19: an `x3` trained a 4-node graph
+    while the config said m 8): the error names the file, the line and the id, and offers node_ids=map."""
+    path = _csv(tmp_path / "g.csv", "source,target\n" + rows)
+    with pytest.raises(ValueError, match=rf"g\.csv: line {line}: node id '{re.escape(bad)}'.*node_ids=map"):
+        BanditGraphDataModule(graph="file", graph_path=path)
+
+
+def test_file_graph_that_overrides_m_says_so(tmp_path: Path) -> None:
+    path = _csv(tmp_path / "g.csv", "source,target\n0,1\n1,2\n2,3\n")
+    with pytest.warns(UserWarning, match=r"holds 4 agents; --data.init_args.m=8 does not apply"):
+        assert BanditGraphDataModule(graph="file", graph_path=path, m=8).n_agents == 4
 
 
 def test_bad_header_and_missing_file(tmp_path: Path) -> None:
