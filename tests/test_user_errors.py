@@ -21,6 +21,8 @@ BAD_INPUTS = [
     ("configs/coop_se/default.yaml", ["--data.init_args.m=0"], "--data.init_args.m=0: expected at least 1 agent"),
     ("configs/craft/default.yaml", ["--model.init_args.pretrained=/nonexistent.ckpt"],
      "pretrained='/nonexistent.ckpt': no such local file or folder (the zoo never downloads)"),
+    ("configs/uam/default.yaml", ["--model.init_args.lr=-0.01"],
+     "--model.init_args.lr=-0.01: expected a finite number >= 0"),
 ]  # fmt: skip
 
 
