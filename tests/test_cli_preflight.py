@@ -8,13 +8,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import QUIET, ROOT, TINY_DATA
+from conftest import QUIET, ROOT, TINY_CRAFT, TINY_DATA
 
 from zoo.cli import main
 from zoo.core.pretrained import load_pretrained, recipe_cache_path
 
 CRAFT = str(ROOT / "configs/craft/default.yaml")
-TINY_CRAFT = ["--model.init_args.d=16", "--model.init_args.L=8", "--model.init_args.num_layers=1"]
 
 
 def test_missing_extra_stops_with_the_pip_line(monkeypatch: pytest.MonkeyPatch, capsys) -> None:

@@ -22,6 +22,7 @@ from lightning.pytorch.cli import ArgsType, LightningArgumentParser, LightningCL
 import zoo
 from zoo.core.config import RunDirSaveConfig
 from zoo.core.datamodule import ZooDataModule, shape_names
+from zoo.core.messages import is_global_zero, say
 from zoo.core.module import ZooModule
 from zoo.core.pretrained import find_source, is_recipe, recipe_cache_path
 from zoo.core.registry import manifests, owners, short_names
@@ -144,12 +145,12 @@ def _resolve_recipe(config: Any) -> None:
         return
     cached = recipe_cache_path(source)
     if cached.exists():
-        _say(f"pretrained={source}: the recipe's cached checkpoint {cached}")
+        say(f"pretrained={source}: the recipe's cached checkpoint {cached}")
         return
     trainer = config.get("trainer") or {}
     if trainer.get("fast_dev_run"):
         root = Path(trainer.get("default_root_dir") or ".") / "recipe_smoke"
-        _say(f"pretrained={source}: not trained yet; fast_dev_run smoke-runs the recipe for one batch (untrained "
+        say(f"pretrained={source}: not trained yet; fast_dev_run smoke-runs the recipe for one batch (untrained "
              f"weights, not cached) into {root}")  # fmt: skip
         args["pretrained"] = str(train_recipe(source, smoke_root=root))
         return
@@ -186,35 +187,26 @@ def train_recipe(recipe: str | Path, smoke_root: str | Path | None = None) -> Pa
         cli = main([*args, f"--trainer.default_root_dir={tmp}"], run=False)
         limits = {k: cli.trainer.max_epochs if k == "max_epochs" else cli.trainer.max_steps
                   for k in ("max_epochs", "max_steps")}  # fmt: skip
-        _say(f"pretrained={recipe}: training the recipe once: {type(cli.model).__name__} on "
+        say(f"pretrained={recipe}: training the recipe once: {type(cli.model).__name__} on "
              f"{type(cli.datamodule).__name__}, max_epochs={limits['max_epochs']}, max_steps={limits['max_steps']} "
              f"(minutes on 2 CPU cores); caching {out}")  # fmt: skip
         cli.trainer.fit(cli.model, datamodule=cli.datamodule)
         part = Path(tmp) / "last.ckpt"
         cli.trainer.save_checkpoint(part)
         os.replace(part, out)
-    _say(f"pretrained={recipe}: cached {out}")
+    say(f"pretrained={recipe}: cached {out}")
     return out
-
-
-def _say(message: str) -> None:
-    if _is_global_zero():
-        print(f"zoo: {message}", file=sys.stderr, flush=True)
 
 
 def print_metrics(metrics: dict, header: str) -> None:
     """Print ``metrics`` (name -> scalar tensor or number) as an aligned two-column table."""
     rows = sorted((k, float(v)) for k, v in metrics.items() if getattr(v, "numel", lambda: 1)() == 1)
-    if not rows or not _is_global_zero():
+    if not rows or not is_global_zero():
         return
     width = max(len(k) for k, _ in rows)
     print(header)
     for key, value in rows:
         print(f"  {key:<{width}}  {value:.4f}")
-
-
-def _is_global_zero() -> bool:
-    return os.environ.get("LOCAL_RANK", "0") == "0" and os.environ.get("NODE_RANK", "0") == "0"
 
 
 def _config_texts(argv: list[str]) -> list[tuple[str, str]]:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +12,7 @@ import torch
 from torch import nn
 
 from zoo.core.cache import cache_dir
+from zoo.core.messages import say
 from zoo.core.structure import STRUCTURE_KEY, apply_structure
 
 #: Repository root (configs/ lives here), for recipe paths given relative to it.
@@ -107,7 +106,7 @@ def load_pretrained(
         if not hasattr(net, "load_hf"):
             raise ValueError(f"pretrained={source!r} is a folder, but {type(net).__name__} has no `load_hf` hook")
         result = net.load_hf(path)
-        _confirm(f"pretrained={source}: loaded the Hugging Face model in {path}")
+        say(f"pretrained={source}: loaded the Hugging Face model in {path}")
         return result
     blob = torch.load(path, map_location="cpu", weights_only=True)
     if not isinstance(blob, dict):
@@ -124,11 +123,5 @@ def load_pretrained(
     loaded, total = len(kept) - len(result.unexpected_keys), len(net.state_dict())
     notes = [f"{n} {what}" for n, what in ((len(state) - len(kept), "dropped (shape)"),
              (len(result.missing_keys), "missing"), (len(result.unexpected_keys), "unexpected")) if n]  # fmt: skip
-    _confirm(f"pretrained={source}: loaded {loaded} of {total} tensors from {path}" + "".join(f"; {n}" for n in notes))
+    say(f"pretrained={source}: loaded {loaded} of {total} tensors from {path}" + "".join(f"; {n}" for n in notes))
     return result
-
-
-def _confirm(message: str) -> None:
-    """Say what a ``pretrained`` load did, once per run (global rank 0), on stderr."""
-    if os.environ.get("LOCAL_RANK", "0") == "0" and os.environ.get("NODE_RANK", "0") == "0":
-        print(f"zoo: {message}", file=sys.stderr, flush=True)

@@ -268,7 +268,9 @@ def build(
     checkpoints: bool = False,
 ) -> Any:
     """Instantiate ``zoo fit`` on :func:`fit_args` in-process without running it; returns the CLI object."""
-    return _cli_main()(fit_args(config, overrides, seed, seed_args, root, checkpoints), run=False)
+    from zoo.core.cli import main  # lightning is imported only when a protocol fits
+
+    return main(fit_args(config, overrides, seed, seed_args, root, checkpoints), run=False)
 
 
 def fit(
@@ -305,12 +307,6 @@ def fit(
 def scalars(metrics: Mapping[str, Any]) -> dict[str, float]:
     """The one-element entries of ``metrics`` (tensors or numbers) as floats."""
     return {k: float(v) for k, v in metrics.items() if getattr(v, "numel", lambda: 1)() == 1}
-
-
-def _cli_main() -> Callable[..., Any]:
-    from zoo.core.cli import main
-
-    return main
 
 
 def worker_setup() -> None:
@@ -464,12 +460,8 @@ def reproduce(slug: str, quick: bool, seeds: int | None, out: Path, options: dic
 
 
 def dispatch(argv: Sequence[str]) -> int:
-    """Handle ``zoo list [--json]`` and ``zoo reproduce <slug>|--all [--quick] [--seeds N] [--out DIR]``."""
-    verb, rest = argv[0], list(argv[1:])
-    if verb == "list":  # the registry answers `zoo list`; kept here for callers of dispatch(["list", ...])
-        from zoo.core.registry import list_command
-
-        return list_command(rest)
+    """Handle ``zoo reproduce <slug>|--all [--quick] [--seeds N] [--out DIR]`` (``zoo list`` is the registry's)."""
+    rest = list(argv[1:])
     parser = argparse.ArgumentParser(prog="zoo reproduce", description="Re-check a method's claims at CPU scale.")
     parser.add_argument("slug", nargs="?", help="method slug (see `zoo list`)")
     parser.add_argument("--all", action="store_true", help="run every method and write DIR/REPORT.md")
