@@ -87,6 +87,33 @@ def _no_env_leak() -> None:
     before = dict(os.environ)
     yield
     allowed = ("PL_", "PYTORCH_", "WANDB_", "KMP_", "CUDA_", "TORCHINDUCTOR_", "MASTER_", "LOCAL_RANK", "NODE_RANK")
-    allowed += ("WORLD_SIZE",)
+    allowed += ("WORLD_SIZE", "ZOO_RUN_DIR")
     leaked = {k for k in os.environ.keys() - before.keys() if not k.startswith(allowed)}
     assert not leaked, f"test leaked environment variables: {sorted(leaked)}"
+
+
+def zoo_entry(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """Run the ``zoo`` console entry (:func:`zoo.launcher.main`) in this process on ``args``: (exit code, stderr).
+
+    The same function the installed ``zoo`` script calls, without paying the ~6 s start-up of a subprocess per case.
+    """
+    from zoo.launcher import main
+
+    capsys.readouterr()
+    argv, sys.argv = sys.argv, ["zoo", *args]
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        sys.argv = argv
+    return code, capsys.readouterr().err
+
+
+def assert_user_error(args: list[str], line: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """``zoo <args>`` exits 2 and its last stderr line is ``zoo: error: <line>``, with no traceback."""
+    code, err = zoo_entry(args, capsys)
+    assert code == 2, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    assert err.strip().splitlines()[-1] == f"zoo: error: {line}", err[-3000:]

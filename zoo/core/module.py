@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import math
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -14,6 +13,7 @@ import torch
 from lightning.pytorch import LightningModule
 from torch import Tensor
 
+from zoo.core import checks
 from zoo.core.pretrained import load_pretrained
 from zoo.core.structure import STRUCTURE_KEY, apply_structure
 
@@ -48,9 +48,8 @@ class ZooModule(LightningModule, ABC):
 
     def __init__(self, *, lr: float = 1e-3, weight_decay: float = 0.0, pretrained: str | None = None) -> None:
         # Checked here, naming the option, before any data is built (torch would say "Invalid learning rate" later).
-        for key, value in (("lr", lr), ("weight_decay", weight_decay)):
-            if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
-                raise ValueError(f"--model.init_args.{key}={value!r}: expected a finite number >= 0")
+        checks.non_negative(checks.model("lr"), lr)
+        checks.non_negative(checks.model("weight_decay"), weight_decay)
         super().__init__()
         # Collects the init args of the whole subclass chain; every one of them must be a primitive.
         self.save_hyperparameters()
