@@ -33,6 +33,7 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor
 
+from zoo.core.config import run_dir
 from zoo.core.datamodule import require
 from zoo.core.protocols import check
 from zoo.repguard import model as rg
@@ -468,11 +469,11 @@ class BackdoorEvaluation(Callback):
         return clean_stat_token_scorer(pl_module.model.lm, trainer.datamodule)
 
     def evaluate_all(
-        self, trainer: Trainer, pl_module: LightningModule, baselines: list[str], run_dir: str | None = None
+        self, trainer: Trainer, pl_module: LightningModule, baselines: list[str], folder: str | None = None
     ) -> dict[str, Any]:
-        """Evaluate the trained model and ``baselines``; log and write the results into ``run_dir``.
+        """Evaluate the trained model and ``baselines``; log and write ``backdoor_eval.json`` into ``folder``.
 
-        ``run_dir`` defaults to ``trainer.log_dir``, a collective under DDP: the hooks read it on every rank first.
+        ``folder`` defaults to the run folder (:func:`zoo.core.config.run_dir`).
         """
         import json
         from pathlib import Path
@@ -509,22 +510,20 @@ class BackdoorEvaluation(Callback):
                 if isinstance(v, int | float)}  # fmt: skip
         for logger in trainer.loggers:
             logger.log_metrics(flat, step=trainer.global_step)
-        folder = Path(run_dir or trainer.log_dir or trainer.default_root_dir)
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "backdoor_eval.json").write_text(json.dumps(results, indent=2, default=float), encoding="utf-8")
+        out = Path(folder or run_dir(trainer))
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "backdoor_eval.json").write_text(json.dumps(results, indent=2, default=float), encoding="utf-8")
         for arm, r in results.items():
             rank_zero_info(f"backdoor eval [{arm}]: ASR w/t {r['asr_wt_mean']:.1f}% (per kind {r['asr_wt']}), "
                            f"ASR w/o {r['asr_wo']:.1f}%, CA {r['ca']:.1f}%, CA_avg {r['ca_avg']:.1f}%")  # fmt: skip
         return results
 
     def on_fit_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        """The trained model and the configured baselines (rank 0; every rank reads the run folder, a collective)."""
-        run_dir = trainer.log_dir or trainer.default_root_dir
+        """The trained model and the configured baselines (rank 0)."""
         if trainer.is_global_zero:
-            self.evaluate_all(trainer, pl_module, self.baselines, run_dir)
+            self.evaluate_all(trainer, pl_module, self.baselines)
 
     def on_test_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """``zoo test``: the (reloaded, possibly masked) model only."""
-        run_dir = trainer.log_dir or trainer.default_root_dir
         if self.on_test and trainer.is_global_zero:
-            self.evaluate_all(trainer, pl_module, [], run_dir)
+            self.evaluate_all(trainer, pl_module, [])

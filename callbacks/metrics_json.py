@@ -7,12 +7,14 @@ import os
 
 from lightning.pytorch import Callback, LightningModule, Trainer
 
+from zoo.core.config import run_dir
+
 
 class MetricsJSON(Callback):
     """Dump ``trainer.callback_metrics`` after fit, validate and test, one file per global rank.
 
     Args:
-        dirpath: output folder; ``None`` means the trainer's ``log_dir`` (or ``default_root_dir``).
+        dirpath: output folder; ``None`` means the run folder (:func:`zoo.core.config.run_dir`).
         filename: file name; ``{rank}`` is replaced by the global rank.
         weights: also write ``weights_sum``, the float64 sum of every parameter (equal on every DDP rank when the
             gradients were all-reduced).
@@ -24,7 +26,7 @@ class MetricsJSON(Callback):
         self.dirpath, self.filename, self.weights = dirpath, filename, weights
 
     def _dump(self, trainer: Trainer) -> None:
-        folder = self.dirpath or trainer.log_dir or trainer.default_root_dir
+        folder = self.dirpath or run_dir(trainer)
         os.makedirs(folder, exist_ok=True)
         values = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
         blob = {"rank": trainer.global_rank, "world_size": trainer.world_size, "metrics": values}

@@ -35,6 +35,7 @@ import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 from torch import Tensor, nn
 
+from zoo.core.config import run_dir
 from zoo.moe_cap import metrics as M
 
 Stage = Literal["validate", "test", "predict"]
@@ -280,7 +281,7 @@ class MoECAPCallback(Callback):
         stages: the stages measured.
         during_fit: also measure validation inside ``fit`` (sanity checking is never measured).
         hf_attr: attribute path of the causal LM in the LightningModule, or ``auto``.
-        out_dir: folder of ``moecap_{stage}.json`` and ``cap_radar.png`` (None: ``trainer.log_dir``).
+        out_dir: folder of ``moecap_{stage}.json`` and ``cap_radar.png`` (None: the run folder).
         system_name: the system's name in the record and the radar.
         router: ``traced`` or ``uniform`` (test/reproduce baseline: k distinct uniform experts per row).
         flop_check: run each phase's first forward under ``FlopCounterMode`` and log measured/analytic FLOPs.
@@ -469,7 +470,7 @@ class MoECAPCallback(Callback):
     def _write(self, trainer: Trainer, stage: str, result: dict[str, Any]) -> None:
         from zoo.moe_cap.cap_radar import draw_radar
 
-        folder = Path(self.out_dir or trainer.log_dir or trainer.default_root_dir)
+        folder = Path(self.out_dir or run_dir(trainer))
         folder.mkdir(parents=True, exist_ok=True)
         rank = f"_rank{trainer.global_rank}" if trainer.world_size > 1 else ""  # DDP: one record per rank
         (folder / f"moecap_{stage}{rank}.json").write_text(json.dumps(_jsonable(result), indent=1))

@@ -32,6 +32,8 @@ import torch
 from lightning.pytorch import Callback, LightningModule, Trainer, seed_everything
 from torch import Tensor
 
+import zoo
+from zoo.core.cache import cache_root, fingerprint
 from zoo.core.config import run_dir
 from zoo.core.gradients import cosine_rho, dot, global_norm, projection_coefficients
 from zoo.core.module import ZooModule
@@ -146,7 +148,8 @@ class UnlearningCallback(Callback):
         retrain_epochs: epochs of the Retrain oracle (``None`` = ``original_epochs``).
         oracle: train the Retrain oracle and report the gap to it (the gap is never reported without it).
         eval_every_n_epochs: evaluate the unlearning metrics every so many epochs (and after the last).
-        cache: cache the original and oracle weights under ``<default_root_dir>/.zoo_cache/unlearning``.
+        cache: cache the original and oracle weights under ``$ZOO_CACHE/unlearning`` (default ``~/.cache/zoo``), keyed
+            by the module and data settings, the data files' contents, the phase, epochs, seed and zoo version.
         seed: seed of the original and oracle runs (``None`` = the datamodule's ``seed``).
         lm_mode: ``rmu_uam`` (default, reconstruction): ``w - eta [grad L_f^RMU(w) + alpha [I - gamma P_f]
             grad L_r(w_hat)]`` with ``w_hat = w + rho d/||d||``, ``d`` the ascent direction of
@@ -287,9 +290,11 @@ class UnlearningCallback(Callback):
         skip = {"pretrained", *getattr(module, "unlearning_only_hparams", ())}  # the unlearning recipe: not in key
         hp_m = {k: v for k, v in module.hparams.items() if not k.startswith("_") and k not in skip}
         hp_d = {k: v for k, v in dm.hparams.items() if k not in ("phase", "eval_batch_size", "forget_batch_size")}
-        key = json.dumps([type(module).__qualname__, hp_m, hp_d, phase, epochs, seed], sort_keys=True, default=str)
+        files = {k: fingerprint(v) for k, v in hp_d.items() if isinstance(v, str) and os.path.exists(v)}
+        key = json.dumps([type(module).__module__, type(module).__qualname__, hp_m, hp_d, files, phase, epochs, seed,
+                          zoo.__version__], sort_keys=True, default=str)  # fmt: skip
         digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-        path = Path(trainer.default_root_dir) / ".zoo_cache" / "unlearning" / f"{phase}-{digest}.pt"
+        path = cache_root() / "unlearning" / f"{phase}-{digest}.pt"
         if self.cache and path.exists():
             return torch.load(path, map_location="cpu", weights_only=True)
         with preserved_rng(threads=False):
@@ -602,8 +607,7 @@ class UnlearningCallback(Callback):
     def on_fit_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Write ``unlearning.json`` (original, oracle, final metrics, per-epoch history, split) to the run's folder."""
         self.final = self.evaluate(pl_module, trainer.datamodule)
-        # The run's own folder (the W&B run folder under WandbLogger); log_dir broadcasts, so every rank asks.
-        folder = Path(run_dir(trainer, trainer.log_dir))
+        folder = Path(run_dir(trainer))
         if trainer.is_global_zero:
             folder.mkdir(parents=True, exist_ok=True)
             report = {

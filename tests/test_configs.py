@@ -40,12 +40,20 @@ def test_config_parses(config: str) -> None:
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: Path(c).relative_to(ROOT).as_posix())
 def test_fast_dev_run(config: str, tmp_path: Path) -> None:
     """The config trains a step; the module logs the metric it declares as `monitor` (checkpoints with
-    `monitor: auto` and schedulers read it), once validation ran or when it is a training metric."""
-    cli = main(["fit", "-c", config, *_short(config), "--trainer.fast_dev_run=1",
-                f"--trainer.default_root_dir={tmp_path}"])  # fmt: skip
+    `monitor: auto` and schedulers read it), once validation ran or when it is a training metric.
+
+    Run from an empty working directory without --trainer.default_root_dir: everything the run writes (config,
+    metrics, method artefacts, a recipe's smoke checkpoint) is inside its own runs/<slug>/<date-time> folder.
+    """
+    cli = main(["fit", "-c", config, *_short(config), "--trainer.fast_dev_run=1"])
     validated = sum(cli.trainer.num_val_batches) > 0 if cli.trainer.val_dataloaders is not None else False
     if validated or cli.model.monitor.startswith("train/"):
         assert cli.model.monitor in cli.trainer.callback_metrics, sorted(cli.trainer.callback_metrics)
+    slug = Path(config).parent.name
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"], sorted(p.name for p in tmp_path.iterdir())
+    (folder,) = (tmp_path / "runs" / slug).iterdir()
+    assert Path(cli.trainer.default_root_dir).resolve() == folder.resolve()
+    assert {"config.yaml", "metrics.json"} <= {p.name for p in folder.iterdir()}
 
 
 def test_wandb_logger_config_composes() -> None:

@@ -117,7 +117,7 @@ def test_cli_prune_merge_finetune_then_test_the_checkpoint(tmp_path: Path) -> No
     ]  # fmt: skip (the last callback: PruneThenFinetune)
     cli = main([*common], run=False)
     cli.trainer.fit(cli.model, datamodule=cli.datamodule)
-    run = Path(cli.trainer.log_dir)
+    run = Path(cli.trainer.default_root_dir)
     best = run / "finetune" / "best.ckpt"
     assert (run / "pruned.ckpt").exists() and best.exists() and (run / "prune_finetune.json").exists()
     assert cli.model.structure is not None

@@ -257,7 +257,7 @@ def test_unlearning_json_and_metric_names(cache_root: Path, tmp_path: Path) -> N
             f"--trainer.default_root_dir={tmp_path}", "--trainer.callbacks.init_args.original_epochs=3",
             "--trainer.callbacks.init_args.retrain_epochs=3"]  # fmt: skip
     cli = main(args)
-    report = json.loads((Path(cli.trainer.log_dir) / "unlearning.json").read_text())
+    report = json.loads((Path(cli.trainer.default_root_dir) / "unlearning.json").read_text())
     assert report["strategy"] == "neggrad_plus" and report["oracle"] and report["final"]
     assert report["split"]["n_forget"] == len(report["split"]["forget_indices"]) == 125
     names = set(cli.trainer.callback_metrics)
@@ -299,11 +299,12 @@ def test_reproduce_quick_exits_zero(tmp_path: Path) -> None:
     assert (tmp_path / "uam.md").is_file() and (tmp_path / "uam_forget_test.png").is_file()
 
 
-def test_unlearning_recipe_changes_do_not_retrain_the_original(tmp_path: Path) -> None:
+def test_unlearning_recipe_changes_do_not_retrain_the_original(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The cache key of the original and the oracle holds their recipe only: a new unlearning lr reuses them, a new
     original lr trains new ones. Catches a key over every hparam (each unlearning sweep point retrains both)."""
+    monkeypatch.setenv("ZOO_CACHE", str(tmp_path / "cache"))  # $ZOO_CACHE/unlearning, empty for this test
     short = ["--trainer.callbacks.init_args.original_epochs=2"]
-    cached = tmp_path / ".zoo_cache" / "unlearning"
+    cached = tmp_path / "cache" / "unlearning"
     _fit(tmp_path, "finetune.yaml", *short, epochs=1)
     first = sorted(p.name for p in cached.iterdir())
     _fit(tmp_path, "finetune.yaml", *short, "--model.init_args.lr=0.05", "--model.init_args.momentum=0.5", epochs=1)

@@ -20,7 +20,7 @@ from typing import Any
 from lightning.pytorch.cli import ArgsType, LightningArgumentParser, LightningCLI
 
 import zoo
-from zoo.core.config import RunDirSaveConfig
+from zoo.core.config import RunDirSaveConfig, assign_run_folder, checkpoints_into_run_folder, write_metrics
 from zoo.core.datamodule import ZooDataModule, shape_names
 from zoo.core.messages import is_global_zero, say
 from zoo.core.module import ZooModule
@@ -81,13 +81,16 @@ class ZooCLI(LightningCLI):
     def before_instantiate_classes(self) -> None:
         """Prepare the parsed config before anything is built.
 
-        Applies ``--threads``, drops listed progress bars when ``enable_progress_bar`` is false, resolves
-        ``monitor: auto`` of checkpoint/early-stopping callbacks to the module's metric, and trains a ``pretrained``
-        recipe that is not cached.
+        Gives a subcommand's run its folder (:func:`zoo.core.config.assign_run_folder`), applies ``--threads``,
+        drops listed progress bars when ``enable_progress_bar`` is false, resolves ``monitor: auto`` of
+        checkpoint/early-stopping callbacks to the module's metric, and trains a ``pretrained`` recipe that is not
+        cached.
         """
         config = self.config.get(self.subcommand) if self.subcommand else self.config
         if config is None:
             return
+        if self.subcommand and config.get("trainer") is not None:
+            say(f"run folder: {assign_run_folder(config, self.subcommand)}")
         if config.get("threads") is not None:
             import torch
 
@@ -100,10 +103,33 @@ class ZooCLI(LightningCLI):
                 trainer["callbacks"] = [c for c in callbacks if "ProgressBar" not in str(getattr(c, "class_path", c))]
         _resolve_recipe(config)
 
+    def instantiate_classes(self) -> None:
+        """Build the classes, then point checkpoints and the saved config into the run folder.
+
+        The config is saved also under ``fast_dev_run`` (LightningCLI skips it then; a smoke run's folder should say
+        what ran).
+        """
+        super().instantiate_classes()
+        if self.subcommand:
+            checkpoints_into_run_folder(self.trainer)
+            if self.trainer.fast_dev_run and not any(isinstance(c, RunDirSaveConfig) for c in self.trainer.callbacks):
+                config = self.config.get(self.subcommand, self.config)
+                saver = RunDirSaveConfig(self._parser(self.subcommand), config, **self.save_config_kwargs)
+                self.trainer.callbacks.append(saver)
+
     def after_fit(self) -> None:
-        """Print the final logged metrics, so the main job shows what it achieved."""
+        """Print the final logged metrics, so the main job shows what it achieved, and keep them in the run folder."""
         name = f"{getattr(self.model, 'name', 'zoo')} ({type(self.model).__name__})"
         print_metrics(self.trainer.callback_metrics, header=f"zoo fit: {name} metrics")
+        write_metrics(self.trainer)
+
+    def after_validate(self) -> None:
+        """Keep the validation metrics in the run folder."""
+        write_metrics(self.trainer)
+
+    def after_test(self) -> None:
+        """Keep the test metrics in the run folder."""
+        write_metrics(self.trainer)
 
 
 def _default_monitors(trainer: Any, model: Any) -> None:
