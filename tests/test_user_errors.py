@@ -1,8 +1,9 @@
-"""Bad input through the real `zoo` entry point: one clear line, exit code 2, no traceback (issue #19, started).
+"""Bad input through the real `zoo` entry point: one clear line, exit code 2, no traceback (issue #19).
 
 The zoo's own bad-input errors (a ValueError or FileNotFoundError raised by its code) reach the user as
-`zoo: error: <message>` even when jsonargparse wrapped them while building a module or datamodule; programming errors
-and `ZOO_DEBUG=1` keep the traceback. The table grows to every method's loaders and configs under issue #19.
+`zoo: error: <message>` even when jsonargparse wrapped them while building a module or datamodule; jsonargparse's own
+parse errors are condensed to one line naming the option; programming errors and `ZOO_DEBUG=1` keep the traceback.
+Each method's loaders and values have their table in `tests/<slug>/test_bad_inputs.py` (checked below to exist).
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, assert_user_error
 
+from zoo.core.registry import manifests
 from zoo.launcher import user_error
 
 #: (config, flags, the message's line)
@@ -24,6 +26,39 @@ BAD_INPUTS = [
     ("configs/uam/default.yaml", ["--model.init_args.lr=-0.01"],
      "--model.init_args.lr=-0.01: expected a finite number >= 0"),
 ]  # fmt: skip
+
+
+UAM = ["fit", "-c", str(ROOT / "configs/uam/default.yaml"), "--trainer.fast_dev_run=1"]
+DM = "datamodules.classification.unlearning_datamodule.UnlearningDataModule"
+#: jsonargparse's own errors (a wrong type, an unknown option or class, a literal, a missing config): (flags, line)
+PARSE_ERRORS = [
+    (["--data.init_args.batch_size=abc"], f"--data.init_args.batch_size='abc': expected an int ({DM})"),
+    (["--data.init_args.bogus=1"], f"--data.init_args.bogus: not an option of {DM}"),
+    (["--model.init_args.arch=xx"],
+     "--model.init_args.arch='xx': expected one of 'mlp', 'cnn', 'resnet18' (zoo.uam.module.UnlearnClassifierModule)"),
+    (["--trainer.max_epochs=abc"], "--trainer.max_epochs='abc': expected an int"),
+    (["--model=foo.Bar"], "--model='foo.Bar': No module named 'foo'"),
+    (["--bogus=1"], "unrecognized arguments: --bogus=1"),
+    (["-c", "/nonexistent.yaml"], "-c/--config: File does not exist: '/nonexistent.yaml'"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("flags", "line"), PARSE_ERRORS, ids=[f[-1].split("=")[0] for f, _ in PARSE_ERRORS])
+def test_parse_errors_are_one_line(flags: list[str], line: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert_user_error([*UAM, *flags], line, capsys)
+
+
+def test_every_method_has_a_bad_input_table() -> None:
+    """Each method's loaders and values are covered by its own table, run through the entry point."""
+    import importlib.util
+
+    for slug in manifests():
+        path = ROOT / "tests" / slug / "test_bad_inputs.py"
+        assert path.is_file(), f"{path} is missing"
+        spec = importlib.util.spec_from_file_location(f"bad_inputs_{slug}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+        assert len(module.BAD_INPUTS) >= 5, f"{path}: only {len(module.BAD_INPUTS)} bad inputs"
 
 
 def _zoo(*args: str, **env: str) -> subprocess.CompletedProcess[str]:

@@ -15,14 +15,14 @@ import sys
 import tempfile
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from lightning.pytorch.cli import ArgsType, LightningArgumentParser, LightningCLI
 
 import zoo
 from zoo.core.config import RunDirSaveConfig, assign_run_folder, checkpoints_into_run_folder, write_metrics
 from zoo.core.datamodule import ZooDataModule, shape_names
-from zoo.core.messages import is_global_zero, say
+from zoo.core.messages import is_global_zero, parse_error_line, say
 from zoo.core.module import ZooModule
 from zoo.core.pretrained import find_source, is_recipe, recipe_cache_path
 from zoo.core.registry import manifests, owners, short_names
@@ -62,6 +62,25 @@ def quiet_known_noise() -> None:
         logger = logging.getLogger(name)
         if not any(isinstance(f, _DropNoise) for f in logger.filters):
             logger.addFilter(_DropNoise())
+
+
+class ZooArgumentParser(LightningArgumentParser):
+    """LightningCLI's parser whose errors are one line, ``zoo: error: <option>=<value>: <expectation>``, exit code 2.
+
+    jsonargparse prints the usage of every flag and a nested report (the real problem second to last);
+    ``ZOO_DEBUG=1`` keeps that full report.
+    """
+
+    def error(self, message: str, ex: Exception | None = None) -> NoReturn:
+        """Print the condensed message and exit 2.
+
+        jsonargparse's own handling stays under ``ZOO_DEBUG=1``, or when an error handler or ``exit_on_error=False``
+        asks for an exception.
+        """
+        if os.environ.get("ZOO_DEBUG") == "1" or not self.exit_on_error or callable(self._error_handler):
+            super().error(message, ex)
+        print(f"zoo: error: {parse_error_line(message)}", file=sys.stderr)
+        self.exit(2)
 
 
 class ZooCLI(LightningCLI):
@@ -337,6 +356,7 @@ def main(args: ArgsType = None, run: bool = True) -> ZooCLI | int | None:
             save_config_callback=RunDirSaveConfig,
             save_config_kwargs={"save_to_log_dir": False, "overwrite": True},
             parser_kwargs={"version": zoo.__version__},
+            parser_class=ZooArgumentParser,
             args=args,
             run=run,
         )
