@@ -60,10 +60,23 @@ def test_config_saved_in_run_dir(fitted) -> None:
     assert not Path("config.yaml").exists()
 
 
-def test_second_run_does_not_collide(fitted) -> None:
+def test_runs_get_their_own_folders_and_a_reused_one_is_announced(
+    fitted, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without --trainer.default_root_dir two runs started in the same second get runs/craft/<date-time> and
+    <date-time>-1; a run into an explicit folder that holds a run says it overwrites that run's files."""
+    first, second = (main(["fit", *BASE, "--trainer.max_epochs=1"]) for _ in range(2))
+    folders = [Path(cli.trainer.default_root_dir) for cli in (first, second)]
+    assert folders[0] != folders[1] and {f.parent for f in folders} == {Path("runs/craft")}
+    assert all((f / "config.yaml").is_file() and list((f / "checkpoints").glob("*.ckpt")) for f in folders)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]
     _, _, root = fitted
+    capsys.readouterr()
     _fit(root, "--trainer.max_epochs=1")
-    assert len(glob.glob(f"{root}/**/config.yaml", recursive=True)) == 2
+    assert (
+        f"zoo: run folder {root} already holds a run (config.yaml); its files are overwritten"
+        in capsys.readouterr().err
+    )
 
 
 def test_pretrained_fine_tunes(fitted, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -20,6 +20,8 @@ from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.cli import SaveConfigCallback
 from lightning.pytorch.loggers import WandbLogger
 
+from zoo.core.messages import say
+
 #: Environment variable through which DDP ranks launched by Lightning inherit rank 0's run folder.
 RUN_DIR_ENV = "ZOO_RUN_DIR"
 #: Logger classes whose ``save_dir`` the CLI points into the run folder when the config leaves it unset.
@@ -43,8 +45,8 @@ def assign_run_folder(config: Any, subcommand: str) -> str:
     folder = trainer.get("default_root_dir")
     child = os.environ.get("LOCAL_RANK", "0") != "0" or os.environ.get("NODE_RANK", "0") != "0"
     if not folder and child and os.environ.get(RUN_DIR_ENV):
-        folder = os.environ[RUN_DIR_ENV]
-    if not folder:
+        folder = trainer["default_root_dir"] = os.environ[RUN_DIR_ENV]
+    elif not folder:
         class_path = str(getattr(config.get("model"), "class_path", "") or "")
         parts = class_path.split(".")
         slug = parts[1] if len(parts) > 2 and parts[0] == "zoo" else "run"
@@ -53,6 +55,9 @@ def assign_run_folder(config: Any, subcommand: str) -> str:
         stem += "" if subcommand == "fit" else f"-{subcommand}"
         folder = _fresh_folder(Path("runs") / slug, stem, reuse=bool(job))
         trainer["default_root_dir"] = folder
+    elif not child and (Path(folder) / "config.yaml").is_file():
+        say(f"run folder {folder} already holds a run (config.yaml); its files are overwritten (leave "
+            "--trainer.default_root_dir unset for a fresh runs/<slug>/<date-time>)")  # fmt: skip
     os.environ[RUN_DIR_ENV] = str(folder)
     for logger in _logger_configs(trainer.get("logger")):
         if logger.init_args.get("save_dir") in (None, ""):

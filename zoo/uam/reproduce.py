@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from zoo.core.cache import cache_root
 from zoo.core.reproduce import (
     Claim,
     Progress,
@@ -209,7 +210,8 @@ def run(
     root = out / "uam_runs"
     jobs = [("lm", s, str(root)) for s in seeds] + [("mislabeled", s, str(root)) for s in seeds]
     jobs.append(("classwise", seeds[0], str(root)))
-    progress(f"{len(jobs)} jobs (mode, seed) in 2 processes; originals and oracles cached under {root}")
+    progress(f"{len(jobs)} jobs (mode, seed) in 2 processes into {root}; originals and oracles cached under "
+             f"{cache_root() / 'unlearning'}")  # fmt: skip
     runs = parallel_map(run_job, jobs, workers=2)
     metrics = {"runs": runs}
     return Report(claims=_claims(runs), metrics=metrics, table=_table(runs), plots=[_plot(runs, out)])
