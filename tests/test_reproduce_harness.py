@@ -104,3 +104,53 @@ def test_every_protocol_has_the_one_run_signature(slug: str) -> None:
     assert list(params) == ["seeds", "quick", "out", "progress", "options"], slug
     assert params["options"].default is None
     assert all(p.default is inspect.Parameter.empty for name, p in params.items() if name != "options"), slug
+
+
+# --- plots ------------------------------------------------------------------------------------------------------------
+
+
+def test_curve_styles_give_every_curve_its_own_look() -> None:
+    """Catches a style cycle under which two of N curves look alike (coop_se's regret curves hid two of five)."""
+    for n in range(1, 21):
+        styles = rep.curve_styles(n)
+        assert len({(s["marker"], s["linestyle"]) for s in styles}) == n, n
+        assert len({s["markevery"][0] for s in styles}) == n, n  # staggered starts: coinciding markers sit apart
+        assert all(s["marker"] in rep.MARKERS and s["linestyle"] in rep.LINESTYLES for s in styles)
+    forty = rep.curve_styles(40)
+    assert len({(s["marker"], s["linestyle"], s["fillstyle"]) for s in forty}) == 40
+    assert rep.curve_styles(3) == rep.curve_styles(3)  # a fixed cycle: the same curves look the same in every run
+    assert all(s["markevery"] is None for s in rep.curve_styles(3, points=rep.MARK_ALL))  # sparse: every point
+    assert all(s["markevery"] is not None for s in rep.curve_styles(3, points=rep.MARK_ALL + 1))
+
+
+def test_save_figure_warns_on_an_unreadable_plot(tmp_path: Path) -> None:
+    """Catches a plot saved without a title or axis labels, with look-alike legend entries or without a legend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.plot([1, 2], [1, 2], label="a")
+    ax.plot([1, 2], [1, 2], "C0", label="b")  # same colour, marker and line style: b lies exactly on a
+    ax.legend()
+    with pytest.warns(rep.PlotWarning) as record:
+        path = rep.save_figure(fig, tmp_path, "bad.png")
+    messages = " | ".join(str(w.message) for w in record)
+    assert Path(path).stat().st_size > 0  # written anyway
+    for expected in ("bad.png: no title", "no x label", "no y label", "'a' and 'b' look alike"):
+        assert expected in messages, (expected, messages)
+    fig, ax = plt.subplots()
+    ax.bar([0], [1], label="a")
+    ax.bar([1], [2], label="b")
+    ax.set(title="t", xlabel="x", ylabel="y")
+    assert rep.figure_problems(fig) == ["axes 0 ('t'): 2 labelled artists but no legend naming them all"]
+    plt.close(fig)
+    fig, ax = plt.subplots()
+    for label, style in zip("abcde", rep.curve_styles(5), strict=True):
+        ax.loglog(range(1, 50), range(1, 50), label=label, **style)  # five coinciding curves, each still visible
+    ax.set(title="five curves (lower is better)", xlabel="t", ylabel="regret")
+    rep.legend_outside(ax)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", rep.PlotWarning)
+        rep.save_figure(fig, tmp_path, "good.png")

@@ -25,7 +25,16 @@ from pathlib import Path
 from statistics import fmean, median
 from typing import Any
 
-from zoo.core.reproduce import Claim, Report, load_config, parallel_map, save_figure, worker_setup
+from zoo.core.reproduce import (
+    Claim,
+    Report,
+    curve_styles,
+    legend_outside,
+    load_config,
+    parallel_map,
+    save_figure,
+    worker_setup,
+)
 
 REPLICAS, QUICK_REPLICAS = 64, 32
 LONG, QUICK_LONG, SHORT, IID = 400_000, 200_000, 100_000, 30_000
@@ -256,27 +265,31 @@ def _plots(metrics: dict[str, Any], out: Path) -> list[str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7.5, 5))
-    for name, row in metrics["variants"].items():
-        if name.startswith("iid"):
-            continue
-        ax.loglog(row["curve_k"], row["curve_mse"], label=name, lw=1.3)
+    inst = metrics["instance"]
+    instance = f"MDP seed {inst['mdp_seed']} (action gap {inst['gap']:.3g}), uniform behaviour, mean over replicas"
+    fig, ax = plt.subplots(figsize=(8.5, 5))
+    shown = [(name, row) for name, row in metrics["variants"].items() if not name.startswith("iid")]
+    for (name, row), style in zip(shown, curve_styles(len(shown)), strict=True):
+        ax.loglog(row["curve_k"], row["curve_mse"], label=name, lw=1.3, **style)
     ref = metrics["variants"]["adaptive α=3"]
     k0 = ref["curve_k"][len(ref["curve_k"]) // 2]
     m0 = ref["curve_mse"][len(ref["curve_k"]) // 2]
     ks = [ref["curve_k"][0], ref["curve_k"][-1]]
     ax.loglog(ks, [m0 * k0 / k for k in ks], "k--", lw=1, label="∝ 1/k")
-    ax.axhline(metrics["instance"]["gap"] ** 2, color="grey", ls=":", lw=1, label="gap²")
-    ax.set_xlabel("k (transitions)")
-    ax.set_ylabel("span MSE  mean sp(Q_k − Q*)²")
-    ax.legend(fontsize=7)
+    ax.axhline(inst["gap"] ** 2, color="grey", ls=":", lw=1, label="gap²")
+    ax.set_xlabel("k (transitions, log scale)")
+    ax.set_ylabel("span MSE  mean sp(Q_k − Q*)²  (reward², log scale)")
+    ax.set_title(f"avg_reward_q: span error of Q_k vs k (lower is better)\n{instance}", fontsize=9)
+    legend_outside(ax)
     paths = [save_figure(fig, out, "avg_reward_q_span_mse.png")]
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for name in ("adaptive α=0.3", "adaptive α=1", "adaptive α=3"):
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    names = ("adaptive α=0.3", "adaptive α=1", "adaptive α=3")
+    for name, style in zip(names, curve_styles(len(names)), strict=True):
         row = metrics["variants"][name]
-        ax.plot([math.log(k) for k in row["curve_k"]], row["curve_drift"], label=name)
-    ax.set_xlabel("ln k")
-    ax.set_ylabel("drift mean(Q_k)")
+        ax.plot([math.log(k) for k in row["curve_k"]], row["curve_drift"], label=name, **style)
+    ax.set_xlabel("ln k (k = transitions)")
+    ax.set_ylabel("drift mean(Q_k) (reward)")
+    ax.set_title(f"avg_reward_q: drift of mean(Q_k) with ln k, adaptive step sizes\n{instance}", fontsize=9)
     ax.legend(fontsize=7)
     paths.append(save_figure(fig, out, "avg_reward_q_drift.png"))
     return paths

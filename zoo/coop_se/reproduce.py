@@ -18,7 +18,16 @@ from typing import Any
 
 import numpy as np
 
-from zoo.core.reproduce import Claim, Report, load_config, parallel_map, save_figure, worker_setup
+from zoo.core.reproduce import (
+    Claim,
+    Report,
+    curve_styles,
+    legend_outside,
+    load_config,
+    parallel_map,
+    save_figure,
+    worker_setup,
+)
 
 #: The 3 seeds are replicas of one vectorised run, so --quick keeps them.
 QUICK_SEEDS = 3
@@ -175,7 +184,7 @@ def run(
                      f"{met['bits_per_message_max']:.0f} | {met['comm_rounds']:.0f} |")  # fmt: skip
     metrics = {"T": T, "seeds": list(seeds), "slope": slope, "path": path, "complete": comp,
                "runs": {k: {kk: v for kk, v in r.items() if kk != "label"} for k, r in results.items()}}  # fmt: skip
-    plots = _plots(results, path, comp, out)
+    plots = _plots(results, path, comp, out, T)
     return Report(claims=claims, metrics=metrics, table="\n".join(lines), plots=plots)
 
 
@@ -186,27 +195,31 @@ def _bound(m: int, T: int, A: int) -> float:
     return 0.0 if m == 1 else float(message_bits(m, T, A, gaussian=False))
 
 
-def _plots(results: dict[str, Any], path: dict[int, float], comp: dict[int, float], out: Path) -> list[str]:
+def _plots(results: dict[str, Any], path: dict[int, float], comp: dict[int, float], out: Path, T: int) -> list[str]:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(5, 4))
+    instance = f"Bernoulli μ = 0.9…0.5, T = {T}, mean over agents and {len(results['path m=1']['regret'])} seeds"
+    fig, ax = plt.subplots(figsize=(5.5, 4.2))
     ms = sorted(path)
-    ax.loglog(ms, [path[m] for m in ms], "o-", label="Coop-SE, path")
-    ax.loglog(sorted(comp), [comp[m] for m in sorted(comp)], "s--", label="Coop-SE, complete")
-    ax.loglog(ms, [path[1] / m for m in ms], ":", color="gray", label="Reg(1)/m")
+    path_style, comp_style = curve_styles(2, points=len(ms))
+    ax.loglog(ms, [path[m] for m in ms], label="Coop-SE, path", **path_style)
+    ax.loglog(sorted(comp), [comp[m] for m in sorted(comp)], label="Coop-SE, complete", **comp_style)
+    ax.loglog(ms, [path[1] / m for m in ms], ":", color="gray", label="Reg(1)/m (linear speed-up)")
     ax.axhline(float(np.mean(results["no_comm m=8"]["regret"])), color="red", lw=0.8, label="no_comm m=8")
-    ax.set_xlabel("agents m")
-    ax.set_ylabel("mean individual regret at T")
+    ax.set_xlabel("agents m (log scale)")
+    ax.set_ylabel("mean individual regret at T (reward)")
+    ax.set_title(f"coop_se: regret vs number of agents (lower is better)\n{instance}", fontsize=9)
     ax.legend(fontsize=8)
     first = save_figure(fig, out, "coop_se_regret_vs_m.png")
-    fig, ax = plt.subplots(figsize=(5, 4))
-    for label, r in results.items():
-        if "m=8" in label or label == "path m=1":
-            ax.loglog(r["curve_t"], np.maximum(r["curve"], 1e-1), label=label)
-    ax.set_xlabel("round t")
-    ax.set_ylabel("mean individual regret")
-    ax.legend(fontsize=7)
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    shown = [(label, r) for label, r in results.items() if "m=8" in label or label == "path m=1"]
+    for (label, r), style in zip(shown, curve_styles(len(shown)), strict=True):
+        ax.loglog(r["curve_t"], np.maximum(r["curve"], 1e-1), label=label, **style)
+    ax.set_xlabel("round t (log scale)")
+    ax.set_ylabel("mean individual regret (reward; floor 0.1)")
+    ax.set_title(f"coop_se: regret over rounds, path graph unless named (lower is better)\n{instance}", fontsize=9)
+    legend_outside(ax)
     return [first, save_figure(fig, out, "coop_se_regret_curves.png")]

@@ -122,14 +122,119 @@ def parallel_map(fn: Callable[[Any], Any], items: Iterable[Any], workers: int = 
         return list(pool.map(fn, items))
 
 
+# --- plots: one style cycle, one readability check, one way to save -------------------------------------------------
+
+#: The fixed style cycle of curves that may overlap (:func:`curve_styles`): curve ``i`` gets ``MARKERS[i % 5]`` and
+#: ``LINESTYLES[i % 4]``.
+MARKERS: tuple[str, ...] = ("o", "s", "^", "D", "v")
+LINESTYLES: tuple[str, ...] = ("-", "--", "-.", ":")
+#: Marker spacing along a dense curve as a fraction of the axes diagonal (matplotlib's float ``markevery``).
+MARK_EVERY = 0.1
+#: A curve of at most this many points gets a marker on every point.
+MARK_ALL = 20
+
+
+class PlotWarning(UserWarning):
+    """A reproduction plot that :func:`figure_problems` finds hard to read (warned by :func:`save_figure`)."""
+
+
+def curve_styles(n: int, points: int | None = None) -> list[dict[str, Any]]:
+    """``ax.plot`` keyword arguments for ``n`` curves that may overlap, so that no curve hides another.
+
+    Curve ``i`` gets marker ``MARKERS[i % 5]`` and line style ``LINESTYLES[i % 4]``; 5 and 4 being coprime, the
+    first 20 curves get 20 distinct (marker, line style) pairs, and curves 20-39 repeat them with filled markers.
+    Markers are hollow and alternate large and small, so one drawn on another leaves both visible. Colours stay the
+    axes' colour cycle's.
+
+    Args:
+        n: the number of curves.
+        points: the most points a curve has, where known. Up to :data:`MARK_ALL`, every point gets a marker; beyond
+            (or ``None``), a marker sits every :data:`MARK_EVERY` of the axes diagonal from a start staggered over the
+            ``n`` curves, so coinciding curves show their markers side by side and no curve is crowded with them.
+    """
+    dense = points is None or points > MARK_ALL
+    return [
+        {
+            "marker": MARKERS[i % len(MARKERS)],
+            "linestyle": LINESTYLES[i % len(LINESTYLES)],
+            "fillstyle": "none" if (i // (len(MARKERS) * len(LINESTYLES))) % 2 == 0 else "full",
+            "markersize": 6.5 if i % 2 == 0 else 4.5,  # a small marker on a point shows inside a large one
+            "markevery": (MARK_EVERY * i / n, MARK_EVERY) if dense else None,
+        }
+        for i in range(n)
+    ]
+
+
+def legend_outside(ax: Any, **kwargs: Any) -> Any:
+    """A legend to the right of ``ax``, so that it covers no curve or bar (:func:`save_figure` keeps it in the PNG)."""
+    return ax.legend(**{"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "fontsize": 7, **kwargs})
+
+
+def figure_problems(fig: Any) -> list[str]:
+    """What makes ``fig`` hard to read, one line each (empty: none found).
+
+    Checked: a title (the figure's or an axes'); on every axes that draws something, an x label and a y label (a
+    polar axes names its spokes instead; a y label shared with a labelled neighbour counts); wherever two artists
+    carry labels, a legend (of that axes, another or the figure) naming them; within one axes, legend lines with
+    distinct (marker, line style, fill) and legend patches with distinct colours (a line differing only in colour
+    can lie exactly under another).
+    """
+    problems = []
+    axes = [ax for ax in fig.axes if ax.lines or ax.patches or ax.collections or ax.containers]
+    titles = [fig.get_suptitle(), *(ax.get_title(loc) for ax in fig.axes for loc in ("left", "center", "right"))]
+    if not any(t.strip() for t in titles):
+        problems.append("no title (set one saying what is plotted)")
+    legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend() is not None)]
+    in_legends = {text.get_text() for legend in legends for text in legend.get_texts()}
+    for i, ax in enumerate(axes):
+        where = f"axes {i}" + (f" ({ax.get_title()!r})" if ax.get_title() else "")
+        if ax.name != "polar":
+            if not ax.get_xlabel().strip():
+                problems.append(f"{where}: no x label")
+            if not any(a.get_ylabel().strip() for a in ax.get_shared_y_axes().get_siblings(ax)):
+                problems.append(f"{where}: no y label")
+        handles, labels = ax.get_legend_handles_labels()
+        if len(labels) >= 2 and not set(labels) <= in_legends:
+            problems.append(f"{where}: {len(labels)} labelled artists but no legend naming them all")
+        seen: dict[tuple[Any, ...], str] = {}
+        for handle, label in zip(handles, labels, strict=True):
+            key = _legend_look(handle)
+            if key is None:
+                continue
+            if key in seen:
+                problems.append(f"{where}: legend entries {seen[key]!r} and {label!r} look alike (same style)")
+            seen.setdefault(key, label)
+    return problems
+
+
+def _legend_look(handle: Any) -> tuple[Any, ...] | None:
+    """What tells a legend entry apart: a line's (marker, line style, fill), a patch's or bar's (colour, hatch)."""
+    import numpy as np
+
+    if hasattr(handle, "get_marker"):  # Line2D
+        none = ("", " ", "None", None)
+        marker, style = handle.get_marker(), handle.get_linestyle()
+        return ("line", None if marker in none else marker, None if style in none else style, handle.get_fillstyle())
+    patch = handle.patches[0] if getattr(handle, "patches", None) else handle  # a bar container: its first bar
+    if not hasattr(patch, "get_facecolor"):
+        return None
+    colour = tuple(float(c) for c in np.ravel(patch.get_facecolor())[:4])
+    return ("patch", colour, getattr(patch, "get_hatch", lambda: None)())
+
+
 def save_figure(fig: Any, out: Path, name: str) -> str:
-    """Save a matplotlib figure as ``out/name`` (tight layout, 110 dpi), close it and return the path."""
+    """Save a matplotlib figure as ``out/name`` (tight layout and bounding box, 110 dpi), close it, return the path.
+
+    Each of :func:`figure_problems` is warned as a :class:`PlotWarning` naming the file (the PNG is written anyway).
+    """
     import matplotlib.pyplot as plt
 
+    for problem in figure_problems(fig):
+        warnings.warn(f"plot {name}: {problem}", PlotWarning, stacklevel=2)
     fig.tight_layout()
     out.mkdir(parents=True, exist_ok=True)
     path = out / name
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return str(path)
 

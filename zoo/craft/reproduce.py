@@ -19,6 +19,7 @@ from zoo.core.reproduce import (
     Report,
     build,
     config_path,
+    legend_outside,
     median_over_seeds,
     parallel_map,
     save_figure,
@@ -172,7 +173,7 @@ def _plot(runs: list[dict[str, Any]], out: Path) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
     width = 0.27
     for ax, stream in zip(axes, STREAMS, strict=True):
         xs = range(len(MODELS))
@@ -180,10 +181,14 @@ def _plot(runs: list[dict[str, Any]], out: Path) -> str:
             vals = [_median(runs, stream, m, key) for m in MODELS]
             ax.bar([x + (i - 1) * width for x in xs], vals, width, label=key)
         ax.set_xticks(list(xs), list(MODELS), rotation=30, ha="right")
-        ax.set_title(f"stream {stream}: {STREAMS[stream]}")
+        ax.set_xlabel("model")
+        ax.set_title(f"stream {stream}: " + ", ".join(f"{k} {v}" for k, v in STREAMS[stream].items()), fontsize=10)
         ax.set_ylim(0, 1)
-    axes[0].set_ylabel("test MRR (median over seeds)")
-    axes[0].legend()
+    axes[0].set_ylabel("test MRR (K = 100 negatives; median over seeds)")
+    n_seeds = len({r["seed"] for r in runs})
+    seeds = f"{n_seeds} seed" + "s" * (n_seeds != 1)
+    fig.suptitle(f"craft: test MRR of each model on all / seen / unseen edges (higher is better; {seeds})")
+    legend_outside(axes[1], fontsize=8)
     return save_figure(fig, out, "craft_mrr.png")
 
 

@@ -17,7 +17,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from zoo.core.reproduce import Claim, Report, config_path, fit, median, parallel_map, save_figure, worker_setup
+from zoo.core.reproduce import (
+    Claim,
+    Report,
+    config_path,
+    curve_styles,
+    fit,
+    legend_outside,
+    median,
+    parallel_map,
+    save_figure,
+    worker_setup,
+)
 
 KS = (1, 4, 16, 64, 256)
 #: K-answer arm -> config under configs/dco/.
@@ -211,18 +222,18 @@ def _plot_kanswer(rows: list[tuple[str, int, dict[str, float]]], out: Path) -> s
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ax.set_prop_cycle(color=plt.cm.tab20.colors)  # one colour per arm (more than tab10's ten)
-    for name, step, vals in rows:
-        if step in (100, 6000) or step < 0 or not name.startswith("CE"):
-            style = "--" if name.startswith("CE") else "-"
-            label = name + (f" @{step}" if name == "CE" else "")
-            ax.plot(KS, [vals[k] for k in KS], style, marker="o", label=label)
+    shown = [(name, step, vals) for name, step, vals in rows
+             if step in (100, 6000) or step < 0 or not name.startswith("CE")]  # fmt: skip
+    fig, ax = plt.subplots(figsize=(7.5, 4.3))
+    for (name, step, vals), style in zip(shown, curve_styles(len(shown), points=len(KS)), strict=True):
+        label = name + (f" @{step}" if name == "CE" else "")
+        ax.plot(KS, [vals[k] for k in KS], label=label, **style)
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("k")
-    ax.set_ylabel("pass@k (exact, test)")
-    ax.set_title("K-answer task: pass@k at the end of training")
-    ax.legend(fontsize=6)
+    ax.set_xlabel("k (samples per prompt, log₂ scale)")
+    ax.set_ylabel("pass@k (exact, test; fraction)")
+    ax.set_title("dco: K-answer task, test pass@k at the end of training\n(higher is better; median over seeds; "
+                 "CE @step: CE after that many steps)", fontsize=9)  # fmt: skip
+    legend_outside(ax)
     return save_figure(fig, out, "dco_kanswer_passk.png")
 
 
@@ -232,14 +243,16 @@ def _plot_lm(lm: dict[str, list[list[dict[str, float]]]], out: Path) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for arm, hists in lm.items():
-        med = _medians(hists)
-        for k, style in ((16, "-"), (256, "--")):
-            ax.plot([h["epoch"] + 1 for h in med], [h[f"test/pass@{k}"] for h in med], style, marker="o",
-                    label=f"{arm} pass@{k}")  # fmt: skip
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    meds = {arm: _medians(hists) for arm, hists in lm.items()}
+    styles = iter(curve_styles(2 * len(meds), points=max(len(med) for med in meds.values())))
+    for arm, med in meds.items():
+        for k in (16, 256):
+            ax.plot([h["epoch"] + 1 for h in med], [h[f"test/pass@{k}"] for h in med], label=f"{arm} pass@{k}",
+                    **next(styles))  # fmt: skip
     ax.set_xlabel("epoch")
-    ax.set_ylabel("pass@k (exact, test)")
-    ax.set_title("Noisy addition: pass@k over training")
-    ax.legend(fontsize=7)
+    ax.set_ylabel("pass@k (exact, test; fraction)")
+    ax.set_title("dco: noisy addition, test pass@16 and pass@256 over training\n(higher is better; median over seeds)",
+                 fontsize=9)  # fmt: skip
+    legend_outside(ax)
     return save_figure(fig, out, "dco_addition_passk.png")

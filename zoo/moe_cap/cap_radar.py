@@ -17,6 +17,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from zoo.core.reproduce import curve_styles
+
 #: The paper's system classes: which two of Cost, Accuracy, Performance a system favours.
 CAP_CLASSES = {
     "PA": "performance + accuracy (SGLang, vLLM)",
@@ -85,7 +87,8 @@ def draw_radar(
     """Draw the CAP radar of ``systems`` to a PNG.
 
     One closed polygon per system on polar axes Cost / Accuracy / Performance (radius 0–100, scores from
-    :func:`radar_scores`), labelled by ``system_name``. An optional ``cap_class`` joins the legend label: ``PA`` =
+    :func:`radar_scores`), labelled by ``system_name`` and its three scores (systems that tie share a polygon), in the
+    zoo's style cycle (``zoo.core.reproduce.curve_styles``). An optional ``cap_class`` joins the legend label: ``PA`` =
     performance + accuracy (SGLang, vLLM), ``PC`` = performance + cost (K-Transformers, quantised), ``CA`` = cost +
     accuracy (MoE-Infinity, offloading).
 
@@ -93,7 +96,7 @@ def draw_radar(
         systems: Dicts with ``tpot_s``, ``cost_usd``, ``em`` and optionally ``system_name``, ``cap_class``.
         path: The PNG to write (parent folders are created).
         cost_cap: See :func:`radar_scores`.
-        title: Figure title (default ``"CAP radar"``).
+        title: Figure title (default ``"CAP radar (scores 20–100, farther out is better)"``).
 
     Returns:
         ``path`` as a ``Path``.
@@ -111,7 +114,7 @@ def draw_radar(
                              f"of {'|'.join(CAP_CLASSES)} or None")  # fmt: skip
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig = Figure(figsize=(7.0, 5.0))
+    fig = Figure(figsize=(9.0, 5.0))
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(projection="polar")
     angles = [2 * math.pi * j / len(AXES) for j in range(len(AXES))]
@@ -120,17 +123,21 @@ def draw_radar(
     ax.set_xticklabels(["Cost", "Accuracy", "Performance"])
     ax.set_ylim(0, 100)
     ax.set_yticks([20, 40, 60, 80, 100])
-    for i, (system, score) in enumerate(zip(systems, scores, strict=True)):
+    ax.set_rlabel_position(60)  # radius labels between Cost and Accuracy, off the spokes
+    styles = curve_styles(len(systems), points=len(AXES) + 1)  # no system's polygon hides another's
+    for i, (system, score, style) in enumerate(zip(systems, scores, styles, strict=True)):
         radii = [score[axis] for axis in AXES]
         label = _label(system, i)
         if system.get("cap_class") is not None:
             label += f" ({system['cap_class']})"
-        ax.plot([*angles, angles[0]], [*radii, radii[0]], marker="o", label=label)
-        ax.fill([*angles, angles[0]], [*radii, radii[0]], alpha=0.1)
-    ax.set_title(title or "CAP radar", pad=18)
+        # the scores in the label: systems that tie share one polygon but still read apart
+        label += ": " + ", ".join(f"{axis[0].upper()} {score[axis]:.0f}" for axis in AXES)
+        (line,) = ax.plot([*angles, angles[0]], [*radii, radii[0]], label=label, **style)
+        ax.fill([*angles, angles[0]], [*radii, radii[0]], color=line.get_color(), alpha=0.08)
+    fig.suptitle(title or "CAP radar (scores 20–100, farther out is better)", fontsize=10)
     if systems:
-        ax.legend(loc="upper left", bbox_to_anchor=(1.05, 1.12), fontsize="small")
-    fig.subplots_adjust(left=0.08, right=0.6, top=0.85, bottom=0.08)  # room for the legend, one render pass
+        ax.legend(loc="upper left", bbox_to_anchor=(1.12, 1.1), fontsize="small")
+    fig.subplots_adjust(left=0.06, right=0.5, top=0.8, bottom=0.06)  # room for the legend, one render pass
     fig.savefig(path, dpi=100)
     return path
 

@@ -15,7 +15,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from zoo.core.reproduce import Claim, Report, build, config_path, median, parallel_map, save_figure, worker_setup
+from zoo.core.reproduce import (
+    Claim,
+    Report,
+    build,
+    config_path,
+    curve_styles,
+    median,
+    parallel_map,
+    save_figure,
+    worker_setup,
+)
 
 #: family -> config under configs/moe_cap/.
 CONFIGS = {
@@ -233,20 +243,23 @@ def _plots(runs: list[dict[str, Any]], unions: dict[str, dict[str, Any]], frac: 
     from zoo.moe_cap.cap_radar import draw_radar
 
     plots = []
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for family, values in frac.items():
-        axes[0].plot(BATCHES, values, marker="o", label=family)
-    axes[0].set(xscale="log", xlabel="batch size", ylabel="activated fraction (decode)",
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.4))
+    for (family, values), style in zip(frac.items(), curve_styles(len(frac), points=len(BATCHES)), strict=True):
+        axes[0].plot(BATCHES, values, label=family, **style)
+    axes[0].set(xscale="log", xlabel="batch size (log scale)", ylabel="activated fraction of experts (decode)",
                 title="Fig. 5 shape: S_activated / all experts")  # fmt: skip
     axes[0].set_xticks(BATCHES, [str(b) for b in BATCHES])
     axes[0].legend(fontsize=8)
-    for family, union in unions.items():
-        rows = list(UNION_ROWS)
-        axes[1].plot(rows, [union["mean_count"][t] for t in rows], "o", label=f"{family} traced (uniform router)")
-        axes[1].plot(rows, [M.expected_union(union["E"], union["k"], t) for t in rows], "-", color="gray")
-    axes[1].set(xscale="log", xlabel="routed rows T", ylabel="unique experts per layer",
-                title="C2: E·(1 − (1 − k/E)^T)")  # fmt: skip
+    rows = list(UNION_ROWS)
+    for (family, union), style in zip(unions.items(), curve_styles(len(unions), points=len(rows)), strict=True):
+        axes[1].plot(rows, [union["mean_count"][t] for t in rows], label=f"{family} traced (uniform router)",
+                     **{**style, "linestyle": "none"})  # fmt: skip
+        axes[1].plot(rows, [M.expected_union(union["E"], union["k"], t) for t in rows], "-", color="gray", lw=0.8,
+                     label="closed form E·(1 − (1 − k/E)^T)" if family == next(iter(unions)) else None)  # fmt: skip
+    axes[1].set(xscale="log", xlabel="routed rows T (tokens, log scale)", ylabel="unique experts per layer (count)",
+                title="C2: unique experts, traced vs closed form")  # fmt: skip
     axes[1].legend(fontsize=8)
+    fig.suptitle("moe_cap: expert activation of the tiny MoE configs (shapes to match, not scores)")
     plots.append(save_figure(fig, out, "moe_cap_activation.png"))
     systems = []
     for family in CONFIGS:
@@ -256,5 +269,6 @@ def _plots(runs: list[dict[str, Any]], unions: dict[str, dict[str, Any]], frac: 
             systems.append({"system_name": f"hf-eager {family}", "tpot_s": means["tpot_s"],
                             "cost_usd": means["cost_usd"], "em": means.get("em", 0.0)})  # fmt: skip
     if systems:
-        plots.append(str(draw_radar(systems, out / "moe_cap_radar.png", title="CAP radar, tiny configs, batch 8")))
+        title = "moe_cap: CAP radar of the tiny configs at batch 8\n(scores 20–100, farther out is better)"
+        plots.append(str(draw_radar(systems, out / "moe_cap_radar.png", title=title)))
     return plots

@@ -24,6 +24,8 @@ from zoo.core.reproduce import (
     Report,
     build,
     config_path,
+    curve_styles,
+    legend_outside,
     load_config,
     median,
     parallel_map,
@@ -295,14 +297,16 @@ def _plot(medians: dict, targets: list[str], out: Path) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    width = 0.2
+    fig, ax = plt.subplots(figsize=(max(6.0, 2.2 * len(targets) + 3), 3.8))
+    width = 0.8 / len(ARMS)
     for i, arm in enumerate(ARMS):
-        ax.bar([j + (i - 1.5) * width for j in range(len(targets))], [medians[t][arm]["mse"] for t in targets],
-               width, label=arm)  # fmt: skip
+        ax.bar([j + (i - (len(ARMS) - 1) / 2) * width for j in range(len(targets))],
+               [medians[t][arm]["mse"] for t in targets], width, label=arm)  # fmt: skip
     ax.set_xticks(range(len(targets)), targets)
-    ax.set_ylabel("test MSE (mean over H 24/48/96)")
-    ax.legend(fontsize=8)
+    ax.set_xlabel("target dataset")
+    ax.set_ylabel("test MSE, normalised (mean over H 24/48/96)")
+    ax.set_title("prune_finetune: test MSE per arm and target\n(lower is better; median over seeds)", fontsize=10)
+    legend_outside(ax, fontsize=8)
     return save_figure(fig, out, "prune_finetune_mse.png")
 
 
@@ -312,15 +316,24 @@ def _plot_schedule(results: list[dict], out: Path) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(5, 3.5))
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    configs = list(dict.fromkeys((r["target"], e["r"], e["alpha"]) for r in results for e in r["stage1"]))
+    points = max((len(e["history"]) + 1 for r in results for e in r["stage1"]), default=1)
+    styles = dict(zip(configs, curve_styles(len(configs), points=points), strict=True))
+    labelled = set()
     for r in results:
         for e in r["stage1"]:
             total = e["summary"]["scored_entries"]
             steps = [0] + [h[0] for h in e["history"]]
             live = [1.0] + [h[1] / total for h in e["history"]]
-            ax.plot(steps, live, marker="o", alpha=0.6, label=f"{r['target']} s{r['seed']} r{e['r']} a{e['alpha']}")
-    ax.set_xlabel("prune step")
+            config = (r["target"], e["r"], e["alpha"])
+            label = None if config in labelled else f"{config[0]} r={config[1]} α={config[2]}"
+            labelled.add(config)
+            ax.plot(steps, live, alpha=0.7, label=label, **styles[config])
+    ax.set_xlabel("prune step (count)")
     ax.set_ylabel("surviving fraction of scored entries")
-    if sum(len(r["stage1"]) for r in results) <= 8:
-        ax.legend(fontsize=6)
+    seeds = sorted({r["seed"] for r in results})
+    ax.set_title(f"prune_finetune: stage-1 pruning schedule per (target, r, α)\n(seeds {seeds} overlaid, one style "
+                 "per configuration)", fontsize=10)  # fmt: skip
+    legend_outside(ax)
     return save_figure(fig, out, "prune_finetune_schedule.png")

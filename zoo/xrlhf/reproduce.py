@@ -23,6 +23,7 @@ from zoo.core.reproduce import (
     Report,
     config_path,
     fit,
+    legend_outside,
     median_over_seeds,
     parallel_map,
     save_figure,
@@ -155,6 +156,8 @@ def _plot(rows: list[dict[str, Any]], out: Path) -> str:
     ax.bar([i + 0.2 for i in x], [r["unlearn_fixed"] for r in rows], width=0.4, label="unlearned: fixed")
     ax.plot(list(x), [r["union_recall"] for r in rows], "ko", label="union recall of planted pairs")
     ax.set_xticks(list(x), names, rotation=20)
-    ax.set(ylim=(0, 1.05), ylabel="fraction", title="xrlhf: unsatisfactory prompts fixed (medians over seeds)")
-    ax.legend(fontsize=8)
+    ax.set(ylim=(0, 1.05), xlabel="arm (how S_all is selected)", ylabel="fraction of prompts / of planted pairs")
+    ax.set_title("xrlhf: unsatisfactory prompts fixed, and recall of the planted pairs\n"
+                 "(higher is better; medians over seeds)", fontsize=10)  # fmt: skip
+    legend_outside(ax, fontsize=8)
     return save_figure(fig, out, "xrlhf_fix_rates.png")
