@@ -138,10 +138,11 @@ def test_scratch_method_plugs_in_without_shared_edits(scratch_method: Path, tmp_
 
 def test_method_test_files_follow_one_naming_scheme() -> None:
     """tests/<slug>/test_<what>.py where <what> is model, module, data[_topic], callback[_topic], baselines, behaviour,
-    reproduce, ddp, or the name of one of the method's own source files (CONTRIBUTING.md, "Rules")."""
+    bad_inputs, reproduce[_plots], ddp, or the name of one of the method's own source files (CONTRIBUTING.md,
+    "Rules")."""
     for slug in registry.manifests():
         sources = sorted(p.stem for p in (ROOT / "zoo" / slug).glob("*.py") if not p.stem.startswith("_"))
-        words = "|".join(["model", "module", r"data(_\w+)?", r"callback(_\w+)?", "baselines", "behaviour", "reproduce",
-                          "ddp", *sources])  # fmt: skip
+        words = "|".join(["model", "module", r"data(_\w+)?", r"callback(_\w+)?", "baselines", "behaviour", "bad_inputs",
+                          "reproduce(_plots)?", "ddp", *sources])  # fmt: skip
         for path in (ROOT / "tests" / slug).glob("test_*.py"):
             assert re.fullmatch(rf"test_({words})\.py", path.name), f"tests/{slug}/{path.name}"
