@@ -13,9 +13,20 @@ from zoo.prune_finetune import reproduce as R
 def test_plots_are_titled_and_every_schedule_shows(tmp_path: Path) -> None:
     """Catches an untitled or unlabelled plot, or schedules told apart by colour only (the full grid: every target
     x (r, alpha), seeds overlaid; the schedule was left without a legend past 8 curves)."""
-    medians = {t: {arm: {"mse": 0.1} for arm in R.ARMS} for t in R.TARGETS}
+    medians = {t: {arm: {"mse": 0.1} for arm in R.ROWS} for t in R.TARGETS}
     history = [[1, 80, 0.0, 100, 20], [2, 64, 0.0, 80, 16]]
     stage1 = [{"r": r, "alpha": a, "summary": {"scored_entries": 100}, "history": history} for r, a in R.GRID]
     results = [{"target": t, "seed": s, "stage1": stage1} for t in R.TARGETS for s in (0, 1)]
     paths = [R._plot(medians, list(R.TARGETS), tmp_path), R._plot_schedule(results, tmp_path)]
     assert all(Path(p).stat().st_size > 0 for p in paths)
+
+
+def test_table_shows_both_stage1_selectors_side_by_side() -> None:
+    """Issue #20: the report prints what each stage-1 selector picked and its outcome; the gated one is marked."""
+    medians = {"taylor": {arm: {k: 0.1 for k in R.KEYS} for arm in R.ROWS}}
+    for on, pick in (("finetuned", "r 0.3 α 0.5"), ("pruned", "r 0.7 α 0.5")):
+        medians["taylor"][f"prune_ft[{on}]"] |= {"picks": [pick], "block_param_drop": 0.4}
+    rows = [line for line in R._table(medians, ["taylor"], "finetuned").splitlines() if "| prune_ft |" in line]
+    assert len(rows) == 2
+    assert "| finetuned (gated) | r 0.3 α 0.5 |" in rows[0] and "| pruned | r 0.7 α 0.5 |" in rows[1]
+    assert R.OPTIONS["select_stage1_on"][0] == "finetuned"  # the protocol's default selector
