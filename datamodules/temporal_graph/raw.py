@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import io
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from zoo.core.messages import say
 
 
 class TemporalFormatError(ValueError):
@@ -66,6 +67,27 @@ def missing_file(path: Path | str, what: str) -> FileNotFoundError:
     )
 
 
+def load_npy(path: Path, what: str = "array") -> np.ndarray:
+    """``np.load`` of a side ``.npy`` (no pickles) whose failure names the file (a truncated or foreign file)."""
+    try:
+        return np.load(path, allow_pickle=False)
+    except Exception as exc:
+        raise TemporalFormatError(f"{path}: not a readable .npy {what} ({type(exc).__name__}: {exc})") from exc
+
+
+def real_features(x: np.ndarray, path: Path) -> np.ndarray:
+    """A 2-d feature array as float32; its dtype must be real numbers and every value finite (else naming the row)."""
+    if x.dtype.kind not in "iuf":  # astype(float32) would read bools as 0/1 and strings such as '0.5' as numbers
+        raise TemporalFormatError(f"{path}: expected real-valued features, found dtype {x.dtype}")
+    bad = np.argwhere(~np.isfinite(x))
+    if bad.size:
+        row, col = (int(v) for v in bad[0])
+        raise TemporalFormatError(
+            f"{path}: row {row}, column {col + 1}: expected a finite feature, found {x[row, col]!r}"
+        )
+    return x.astype(np.float32)
+
+
 def time_quantile_split(t: np.ndarray, val_ratio: float, test_ratio: float) -> np.ndarray:
     """Chronological split by time quantiles (DyGLib / TGB ``generate_splits``); equal timestamps stay together.
 
@@ -99,7 +121,9 @@ class _Table:
     display: str
 
 
-def _read_table(data: bytes, display: str, *, header_lines: int, str_cols: tuple[int, ...] = ()) -> _Table:
+def _read_table(
+    data: bytes, display: str, *, header_lines: int, str_cols: tuple[int, ...] = (), layout: str = ""
+) -> _Table:
     """Check field counts line by line (vectorised over the raw bytes), then parse with pandas' C engine.
 
     Args:
@@ -107,12 +131,14 @@ def _read_table(data: bytes, display: str, *, header_lines: int, str_cols: tuple
         display: file name used in error messages.
         header_lines: number of leading lines that are not data (0 or 1).
         str_cols: columns kept as strings (TGB string IDs).
+        layout: the expected header, for the message when line 1 is a data row.
 
     Returns:
         The parsed table.
 
     Raises:
-        TemporalFormatError: no data row, or a line whose field count differs from the first data row's.
+        TemporalFormatError: no data row, a header line that is all numbers (a file without its header: the first
+            event would be skipped as the header), or a line whose field count differs from the first data row's.
     """
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
@@ -132,6 +158,11 @@ def _read_table(data: bytes, display: str, *, header_lines: int, str_cols: tuple
     fields = np.searchsorted(commas, ends) - np.searchsorted(commas, starts) + 1
     del commas
     header = data[: ends[header_lines - 1]].decode("utf-8", "replace").split(",") if header_lines else []
+    if header_lines and all(_is_number(h) for h in header):
+        raise TemporalFormatError(
+            f"{display}: line 1: expected the header{f' ({layout})' if layout else ''}, found a data row "
+            f"{','.join(header)!r} (the first line is never read as an event: add the header line)"
+        )
     body = fields[header_lines:]
     expected = int(body[0])
     bad = np.flatnonzero(body != expected)
@@ -155,8 +186,20 @@ def _read_table(data: bytes, display: str, *, header_lines: int, str_cols: tuple
     return _Table(frame=frame, header=[h.strip() for h in header], first_line=header_lines + 1, display=display)
 
 
+def _is_number(field: str) -> bool:
+    """Whether a CSV field reads as a number (a header name never does)."""
+    try:
+        float(field)
+    except ValueError:
+        return False
+    return True
+
+
 def _numeric(tab: _Table, col: int, what: str, *, integer: bool = False, minimum: float | None = None) -> np.ndarray:
     """Column ``col`` of ``tab`` as a finite float64/int64 array, or a TemporalFormatError naming the first bad line.
+
+    An ``integer`` column takes whole numbers, also written as floats (``3.0``: DyGLib writes its labels so); a
+    fraction, a word, an empty field or a non-finite value is an error.
 
     Args:
         tab: the parsed table.
@@ -231,7 +274,7 @@ def _order(t: np.ndarray, display: str, first_line: int, sort: bool) -> np.ndarr
         t: timestamps in file order.
         display: file name for messages.
         first_line: 1-based line of the first data row.
-        sort: stable-sort (with a warning) instead of raising.
+        sort: stable-sort (said on stderr) instead of raising.
 
     Returns:
         ``None`` when already sorted, else the stable permutation.
@@ -245,10 +288,9 @@ def _order(t: np.ndarray, display: str, first_line: int, sort: bool) -> np.ndarr
         raise TemporalFormatError(
             f"{display}: {where} (pass --data.init_args.sort=true to stable-sort the events by time)"
         )
-    warnings.warn(
-        f"{display}: {drops.size} decreasing timestamp(s), first at {where}; stable-sorting events by time "
-        "because sort=True",
-        stacklevel=3,
+    say(
+        f"{display}: {drops.size} decreasing timestamp(s), first at {where}; stable-sorting events by time because "
+        "--data.init_args.sort=true"
     )
     return np.argsort(t, kind="stable")
 
