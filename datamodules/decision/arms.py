@@ -34,12 +34,23 @@ def load_arms(path: str) -> tuple[str, list[float], list[float] | None]:
                 raise ValueError(f"{path}: line {line}: expected {len(header)} field(s) ({','.join(header)}), found "
                                  f"{len(row)}: {','.join(row)!r}")  # fmt: skip
             for name, cell, column in zip(header, row, columns):
-                try:
-                    column.append(float(cell if "_" not in cell else "x"))  # Python's float() reads '1_0' as 10
-                except ValueError:
-                    raise ValueError(f"{path}: line {line}: {name} {cell.strip()!r} is not a number") from None
+                value = _number(cell)
+                if value is None:
+                    raise ValueError(f"{path}: line {line}: {name} {cell.strip()!r} is not a number")
+                column.append(value)
     means = columns[0]
     return ("gaussian" if len(header) == 2 else "bernoulli"), means, (columns[1] if len(header) == 2 else None)
+
+
+def _number(cell: str) -> float | None:
+    """``float(cell)``, or None when it is not a number (the caller raises outside any ``except``).
+
+    The launcher shows the innermost of chained errors raised in the zoo's files, which would be float()'s message.
+    """
+    try:
+        return float(cell) if "_" not in cell else None  # Python's float() reads '1_0' as 10
+    except ValueError:
+        return None
 
 
 def check_arms(kind: str, means: list[float], stds: list[float] | None, source: str) -> None:

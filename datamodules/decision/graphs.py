@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import logging
 import math
 from pathlib import Path
 from typing import Any, Literal
@@ -11,6 +12,9 @@ import networkx as nx
 import numpy as np
 
 from zoo.core.messages import say
+
+#: Kept for the ``datamodules.bandit_graph`` alias; the reader's notices go to stderr through ``say``.
+log = logging.getLogger(__name__)
 
 GraphKind = Literal["path", "cycle", "star", "grid", "complete", "tree", "erdos_renyi", "file"]
 #: Resampling attempts for a connected Erdős–Rényi graph before giving up.
@@ -83,16 +87,15 @@ def load_graph(path: str, node_ids: Literal["integer", "map"] = "integer") -> nx
         raise FileNotFoundError(f"--data.init_args.graph_path={path!r}: no such file (expected a .csv edge list or "
                                 ".npy)")  # fmt: skip
     if file.suffix == ".npy":
-        try:
-            adj = np.load(file, allow_pickle=False)
-        except Exception as exc:  # a malformed file: name it
-            raise ValueError(f"{path}: not a readable .npy adjacency matrix ({exc})") from exc
+        adj, problem = _load_npy(file)
+        if problem:  # a malformed file: name it (raised outside the except: the launcher shows the innermost error)
+            raise ValueError(f"{path}: not a readable .npy adjacency matrix ({problem})")
         if adj.ndim != 2 or adj.shape[0] != adj.shape[1]:
             raise ValueError(f"{path}: expected a square m x m adjacency matrix, found shape {adj.shape}")
         if adj.dtype.kind not in "biuf":
             raise ValueError(f"{path}: expected a numeric 0/1 adjacency matrix, found dtype {adj.dtype}")
         if not np.isin(adj, (0, 1)).all():
-            raise ValueError(f"{path}: adjacency entries must be 0 or 1, found {sorted(set(np.unique(adj)))[:5]}")
+            raise ValueError(f"{path}: adjacency entries must be 0 or 1, found {np.unique(adj)[:5].tolist()}")
         if not (adj == adj.T).all():
             i, j = np.argwhere(adj != adj.T)[0]
             raise ValueError(f"{path}: adjacency matrix is not symmetric (A[{i},{j}]={adj[i, j]}, A[{j},{i}]="
@@ -131,6 +134,17 @@ def load_graph(path: str, node_ids: Literal["integer", "map"] = "integer") -> nx
             "always knows its own samples")  # fmt: skip
     g.add_edges_from((a, b) for a, b in edges if a != b)
     return g
+
+
+def _load_npy(file: Path) -> tuple[np.ndarray | None, str]:
+    """``np.load`` without pickles: ``(array, "")`` or ``(None, what went wrong)``."""
+    with file.open("rb") as fh:
+        if fh.read(6) != b"\x93NUMPY":  # numpy would try it as a pickle and suggest allow_pickle
+            return None, "no .npy header; write the matrix with numpy.save"
+    try:
+        return np.load(file, allow_pickle=False), ""
+    except Exception as exc:
+        return None, f"{type(exc).__name__}: {exc}"
 
 
 def _read_edge_csv(path: str) -> dict[int, tuple[str, str]]:

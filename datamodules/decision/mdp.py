@@ -100,6 +100,11 @@ def ground_truth(
     """
     Pt, Rt = torch.as_tensor(P, dtype=torch.float64), torch.as_tensor(R, dtype=torch.float64)
     S, A = Rt.shape
+    if behaviour in ("uniform", "file") or (behaviour == "eps_greedy" and epsilon > 0):
+        # These behaviours need an irreducible chain (checked below too): on a multichain MDP say so now, before
+        # relative value iteration spends its 1e5 + 1e6 iterations failing to converge (ε > 0: uniform's support).
+        early = pi_b if pi_b is not None and behaviour != "eps_greedy" else None
+        stationary(Pt, torch.full((S, A), 1.0 / A, dtype=torch.float64) if early is None else torch.as_tensor(early))
     Qs, rs = rvi(Pt, Rt, ref)
     pi_star = greedy(Qs)
     if behaviour == "eps_greedy":

@@ -185,10 +185,12 @@ class TabularMDPDataModule(ZooDataModule):
             say(f"{self.path or 'from_arrays'}: behaviour follows the file's pi_b (--data.init_args.behaviour=uniform "
                 "uses a given pi_b; behaviour: file says so explicitly)")  # fmt: skip
         try:
-            self.truth = ground_truth(P, R, pi_b, self.behaviour, self.epsilon, self.ref, self.cross_check)
+            self.truth, problem = ground_truth(P, R, pi_b, self.behaviour, self.epsilon, self.ref, self.cross_check), ""
         except ValueError as exc:  # name the MDP: a user's file, or the generated instance
+            problem = str(exc)
+        if problem:  # raised outside the except: the launcher shows the innermost of chained errors
             where = self.path or f"generated MDP (mdp_seed {self.chosen_seed})"
-            raise ValueError(f"{where} with behaviour={self.behaviour!r}: {exc}") from exc
+            raise ValueError(f"{where} with behaviour={self.behaviour!r}: {problem}")
         self.truth["mdp_seed"] = self.chosen_seed
         self.truth["setup_seconds"] = time.perf_counter() - start
 

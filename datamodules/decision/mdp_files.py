@@ -13,11 +13,18 @@ from datamodules.decision.mdp import check_mdp, numeric_array
 def _open_npz(path: str) -> Any:
     """``np.load`` of an ``.npz`` MDP file, with errors that name the file."""
     if not Path(path).is_file():
-        raise FileNotFoundError(f"path={path!r}: no such file (expected an .npz with keys P, R and optional pi_b)")
+        raise FileNotFoundError(f"--data.init_args.path={path!r}: no such file (expected an .npz with keys P, R and "
+                                "optional pi_b)")  # fmt: skip
+    with open(path, "rb") as fh:
+        magic = fh.read(6)
+    if magic[:4] != b"PK\x03\x04" and magic != b"\x93NUMPY":  # numpy would try it as a pickle (allow_pickle advice)
+        raise ValueError(f"{path}: not an .npz archive (no zip header); write the MDP with numpy.savez or save_npz")
     try:
-        blob = np.load(path, allow_pickle=False)
+        blob, problem = np.load(path, allow_pickle=False), ""
     except Exception as exc:  # a malformed file: name it
-        raise ValueError(f"{path}: not a readable .npz file ({exc})") from exc
+        blob, problem = None, f"{type(exc).__name__}: {exc}"
+    if problem:  # raised outside the except: the launcher shows the innermost of chained errors
+        raise ValueError(f"{path}: not a readable .npz file ({problem})")
     if not hasattr(blob, "files"):  # a plain .npy array
         raise ValueError(f"{path}: a single array, not an .npz archive with keys P (S×A×S), R (S×A), optional pi_b")
     return blob

@@ -46,7 +46,7 @@ def parse_jodie(data: bytes, display: str, *, name: str, sort: bool = False) -> 
         data: the csv bytes (a file's content, or the embedded generator's output).
         display: file name for error messages.
         name: dataset name.
-        sort: stable-sort decreasing timestamps (with a warning) instead of raising.
+        sort: stable-sort decreasing timestamps (said on stderr) instead of raising.
 
     Returns:
         The parsed stream.

@@ -69,10 +69,15 @@ def missing_file(path: Path | str, what: str) -> FileNotFoundError:
 
 def load_npy(path: Path, what: str = "array") -> np.ndarray:
     """``np.load`` of a side ``.npy`` (no pickles) whose failure names the file (a truncated or foreign file)."""
+    with path.open("rb") as fh:
+        if fh.read(6) != b"\x93NUMPY":  # numpy would try it as a pickle and suggest allow_pickle
+            raise TemporalFormatError(f"{path}: not a readable .npy {what} (no .npy header; write it with numpy.save)")
     try:
         return np.load(path, allow_pickle=False)
     except Exception as exc:
-        raise TemporalFormatError(f"{path}: not a readable .npy {what} ({type(exc).__name__}: {exc})") from exc
+        problem = f"{type(exc).__name__}: {exc}"
+    # raised outside the except: the launcher shows the innermost of chained errors
+    raise TemporalFormatError(f"{path}: not a readable .npy {what} ({problem})")
 
 
 def real_features(x: np.ndarray, path: Path) -> np.ndarray:
@@ -83,7 +88,7 @@ def real_features(x: np.ndarray, path: Path) -> np.ndarray:
     if bad.size:
         row, col = (int(v) for v in bad[0])
         raise TemporalFormatError(
-            f"{path}: row {row}, column {col + 1}: expected a finite feature, found {x[row, col]!r}"
+            f"{path}: row {row}, column {col + 1}: expected a finite feature, found {x[row, col].item()!r}"
         )
     return x.astype(np.float32)
 
@@ -227,7 +232,7 @@ def _numeric(tab: _Table, col: int, what: str, *, integer: bool = False, minimum
         i = int(np.flatnonzero(~np.isfinite(values))[0])
         raise TemporalFormatError(
             f"{tab.display}: line {tab.first_line + i}: expected a finite number in column {col + 1} ({what}), "
-            f"found {values[i]!r}"
+            f"found {values[i].item()!r}"
         )
     if integer and pd.api.types.is_float_dtype(series):
         frac = np.flatnonzero(values != np.floor(values))
@@ -235,13 +240,13 @@ def _numeric(tab: _Table, col: int, what: str, *, integer: bool = False, minimum
             i = int(frac[0])
             raise TemporalFormatError(
                 f"{tab.display}: line {tab.first_line + i}: expected an integer in column {col + 1} ({what}), "
-                f"found {values[i]!r}"
+                f"found {values[i].item()!r}"
             )
     if minimum is not None and values.size and values.min() < minimum:
         i = int(np.flatnonzero(values < minimum)[0])
         raise TemporalFormatError(
             f"{tab.display}: line {tab.first_line + i}: expected {what} >= {minimum:g} in column {col + 1}, "
-            f"found {values[i]!r}"
+            f"found {values[i].item()!r}"
         )
     if integer:
         return series.to_numpy(dtype=np.int64)
@@ -262,7 +267,7 @@ def _features(tab: _Table, first_col: int, what: str) -> np.ndarray:
         row, k = (int(x[0]) for x in np.nonzero(~np.isfinite(msg)))
         raise TemporalFormatError(
             f"{tab.display}: line {tab.first_line + row}: expected a finite number in column "
-            f"{first_col + k + 1} ({what}), found {msg[row, k]!r}"
+            f"{first_col + k + 1} ({what}), found {msg[row, k].item()!r}"
         )
     return msg
 
@@ -283,7 +288,9 @@ def _order(t: np.ndarray, display: str, first_line: int, sort: bool) -> np.ndarr
     if drops.size == 0:
         return None
     i = int(drops[0]) + 1
-    where = f"line {first_line + i}: expected non-decreasing timestamps, found {t[i]!r} after {t[i - 1]!r}"
+    where = (
+        f"line {first_line + i}: expected non-decreasing timestamps, found {t[i].item()!r} after {t[i - 1].item()!r}"
+    )
     if not sort:
         raise TemporalFormatError(
             f"{display}: {where} (pass --data.init_args.sort=true to stable-sort the events by time)"

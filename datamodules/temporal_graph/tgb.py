@@ -103,11 +103,11 @@ def _tgb_negatives(
     """Look up each event of a split in TGB's pickled ``{(src, dst, t): negatives}`` (0-based ids) and shift +1."""
     try:
         with pkl.open("rb") as handle:
-            table = pickle.load(handle)  # the user's own TGB file; pickle is TGB's format
+            table, problem = pickle.load(handle), ""  # the user's own TGB file; pickle is TGB's format
     except Exception as exc:  # a truncated or foreign file: name it
-        raise TemporalFormatError(
-            f"{pkl}: not a readable pickle of TGB negatives ({type(exc).__name__}: {exc})"
-        ) from exc
+        table, problem = None, f"{type(exc).__name__}: {exc}"
+    if problem:  # raised outside the except: the launcher shows the innermost of chained errors
+        raise TemporalFormatError(f"{pkl}: not a readable pickle of TGB negatives ({problem})")
     if not isinstance(table, dict):
         raise TemporalFormatError(f"{pkl}: expected a pickled dict (src, dst, t) -> ndarray, found {type(table)}")
     t = raw.t[rows]
@@ -116,7 +116,7 @@ def _tgb_negatives(
         i = int(fraction[0])
         raise TemporalFormatError(
             f"{raw.source}: line {lines[rows[i]]}: expected an integer timestamp (TGB keys its negatives by (src, dst, "
-            f"int t)), found {t[i]!r}"
+            f"int t)), found {t[i].item()!r}"
         )
     keys = list(zip((raw.src[rows] - 1).tolist(), (raw.dst[rows] - 1).tolist(), t.astype(np.int64).tolist()))
     values = [table.get(k) for k in keys]
