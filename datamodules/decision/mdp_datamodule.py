@@ -122,6 +122,9 @@ class TabularMDPDataModule(ZooDataModule):
     def from_arrays(cls, P: Any, R: Any, pi_b: Any = None, **kwargs: Any) -> TabularMDPDataModule:
         """A datamodule on in-memory arrays in our convention (P: S×A×S), e.g. from :func:`from_mdptoolbox`."""
         P, R, pi_b = check_mdp(P, R, pi_b, source="from_arrays")
+        for key, value in (("S", P.shape[0]), ("A", P.shape[1])):  # the arrays decide: say so, never silently
+            if key in kwargs and kwargs[key] != value:
+                say(f"from_arrays: the arrays have {key}={value}; {key}={kwargs[key]} does not apply")
         kwargs.update(S=P.shape[0], A=P.shape[1])
         dm = cls(**kwargs)
         dm._given = (P, R, pi_b)

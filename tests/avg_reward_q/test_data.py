@@ -214,7 +214,8 @@ def test_npz_arrays_that_would_be_coerced_or_ignored_are_an_error(tmp_path: Path
 
 
 def test_file_decisions_over_the_config_are_said(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Catches S/A silently taken from the file over the config, and behaviour=uniform silently following pi_b."""
+    """Catches S/A silently taken from the file (or from_arrays' arrays) over the config, and behaviour=uniform
+    silently following pi_b."""
     P, R = random_mdp(3, 2, 0.5, 0)
     path = save_npz(str(tmp_path / "mdp.npz"), P, R, np.tile([0.8, 0.2], (3, 1)))
     dm = TabularMDPDataModule(path=path, S=6, A=2, n_replicas=1, steps=10)
@@ -223,6 +224,8 @@ def test_file_decisions_over_the_config_are_said(tmp_path: Path, capsys: pytest.
     assert "behaviour follows the file's pi_b (--data.init_args.behaviour=uniform" in capsys.readouterr().err
     TabularMDPDataModule(path=path, S=3, A=2, behaviour="file", n_replicas=1, steps=10).setup()
     assert capsys.readouterr().err == ""
+    assert TabularMDPDataModule.from_arrays(P, R, S=4, n_replicas=1).n_states == 3
+    assert "from_arrays: the arrays have S=3; S=4 does not apply" in capsys.readouterr().err
 
 
 def test_gymnasium_next_state_is_not_coerced() -> None:
