@@ -17,6 +17,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import numpy as np
 from lightning.pytorch import Callback, LightningModule, Trainer
 
+from zoo.core import checks
+from zoo.core.messages import say
 from zoo.core.protocols import check
 
 
@@ -59,17 +61,18 @@ class SpanSeminormLogger(Callback):
         reference: which error ``span/error`` reports: ``Q*`` (the method's target) or ``Qbar`` (the universal
             stepsize's predicted wrong target); both are recorded anyway.
         grid: ``geometric`` (default) or ``linear`` spacing of k.
-        n_points: grid size.
-        k_min: first grid point.
-        k_max: last grid point (``null``: the datamodule's ``steps`` × ``trainer.max_epochs``).
+        n_points: grid size (>= 2; rounding to whole transition counts can merge points, which is said).
+        k_min: first grid point (lowered to a derived ``k_max`` below it, which is said).
+        k_max: last grid point, >= ``k_min`` (``null``: the datamodule's ``steps`` × ``trainer.max_epochs``).
     """
 
     def __init__(self, reference: Literal["Q*", "Qbar"] = "Q*", grid: Literal["geometric", "linear"] = "geometric",
                  n_points: int = 40, k_min: int = 100, k_max: int | None = None) -> None:  # fmt: skip
-        if reference not in ("Q*", "Qbar"):
-            raise ValueError(f"SpanSeminormLogger reference={reference!r}: expected 'Q*' or 'Qbar'")
-        if grid not in ("geometric", "linear"):
-            raise ValueError(f"SpanSeminormLogger grid={grid!r}: expected geometric or linear")
+        checks.choice(checks.callback(self, "reference"), reference, ("Q*", "Qbar"))
+        checks.choice(checks.callback(self, "grid"), grid, ("geometric", "linear"))
+        checks.integer(checks.callback(self, "n_points"), n_points, low=2)
+        checks.integer(checks.callback(self, "k_min"), k_min)
+        checks.optional_integer(checks.callback(self, "k_max"), k_max, low=k_min)
         self.reference, self.grid, self.n_points, self.k_min, self.k_max = reference, grid, n_points, k_min, k_max
         #: metric -> values at the recorded k (``curve["k"]``).
         self.curve: dict[str, list[float]] = {}
@@ -85,7 +88,16 @@ class SpanSeminormLogger(Callback):
             steps = check(trainer.datamodule, StepsData, "SpanSeminormLogger(k_max=None)", "datamodule").steps
             k_max = int(steps) * max(1, trainer.max_epochs or 1)
         self._trainer = trainer
-        pl_module.add_k_hook(k_grid(self.grid, self.n_points, min(self.k_min, k_max), k_max), self.record)
+        k_min = self.k_min
+        if k_min > k_max:  # only a derived k_max can be below k_min (__init__ checks a given one)
+            say(f"SpanSeminormLogger.k_min={k_min} is beyond the run's {k_max} transitions (steps x max_epochs); "
+                f"the grid starts at k_min={k_max}")  # fmt: skip
+            k_min = k_max
+        grid = k_grid(self.grid, self.n_points, k_min, k_max)
+        if len(grid) < self.n_points:  # rounding to whole transition counts merged grid points
+            say(f"SpanSeminormLogger.n_points={self.n_points}: {len(grid)} distinct transition counts in "
+                f"[{k_min}, {k_max}] (the {self.grid} grid is rounded to whole counts)")  # fmt: skip
+        pl_module.add_k_hook(grid, self.record)
 
     def record(self, module: Any, k: int) -> None:
         """Compute the diagnostics at ``k``, append them to :attr:`curve` and send them to the loggers."""

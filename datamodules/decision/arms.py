@@ -11,23 +11,46 @@ ArmsKind = Literal["bernoulli", "gaussian", "file"]
 
 
 def load_arms(path: str) -> tuple[str, list[float], list[float] | None]:
-    """Read an arms CSV: column ``mean`` (Bernoulli) or columns ``mean,std`` (Gaussian); returns kind, means, stds."""
+    """Read an arms CSV: column ``mean`` (Bernoulli) or columns ``mean,std`` (Gaussian); returns kind, means, stds.
+
+    Every row has exactly the header's fields, each a decimal number (``nan``/``inf`` pass here and are refused by
+    :func:`check_arms`); anything else is an error naming the file and the line. Blank lines hold no arm.
+    """
     file = Path(path)
     if not file.is_file():
-        raise ValueError(f"--data.init_args.arms_path={path!r}: no such file (expected a CSV with mean[,std])")
-    with file.open(newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        header = [h.strip() for h in (reader.fieldnames or [])]
-        rows = list(reader)
-    if header not in (["mean"], ["mean", "std"]):
-        raise ValueError(f"{path}: expected the column 'mean' (Bernoulli) or 'mean,std' (Gaussian), found "
-                         f"{','.join(header) or 'nothing'}")  # fmt: skip
+        raise FileNotFoundError(f"--data.init_args.arms_path={path!r}: no such file (expected a CSV with mean[,std])")
+    with file.open(newline="", encoding="utf-8-sig") as fh:  # utf-8-sig: a BOM is not part of the header
+        reader = csv.reader(fh)
+        header = [h.strip() for h in next(reader, [])]
+        if header not in (["mean"], ["mean", "std"]):
+            raise ValueError(f"{path}: expected the column 'mean' (Bernoulli) or 'mean,std' (Gaussian), found "
+                             f"{','.join(header) or 'nothing'}")  # fmt: skip
+        columns: list[list[float]] = [[] for _ in header]
+        for row in reader:
+            if not row:
+                continue
+            line = reader.line_num
+            if len(row) != len(header):
+                raise ValueError(f"{path}: line {line}: expected {len(header)} field(s) ({','.join(header)}), found "
+                                 f"{len(row)}: {','.join(row)!r}")  # fmt: skip
+            for name, cell, column in zip(header, row, columns):
+                value = _number(cell)
+                if value is None:
+                    raise ValueError(f"{path}: line {line}: {name} {cell.strip()!r} is not a number")
+                column.append(value)
+    means = columns[0]
+    return ("gaussian" if len(header) == 2 else "bernoulli"), means, (columns[1] if len(header) == 2 else None)
+
+
+def _number(cell: str) -> float | None:
+    """``float(cell)``, or None when it is not a number (the caller raises outside any ``except``).
+
+    The launcher shows the innermost of chained errors raised in the zoo's files, which would be float()'s message.
+    """
     try:
-        means = [float(r["mean"]) for r in rows]
-        stds = [float(r["std"]) for r in rows] if "std" in header else None
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{path}: every 'mean'/'std' entry must be a number ({exc})") from None
-    return ("gaussian" if stds is not None else "bernoulli"), means, stds
+        return float(cell) if "_" not in cell else None  # Python's float() reads '1_0' as 10
+    except ValueError:
+        return None
 
 
 def check_arms(kind: str, means: list[float], stds: list[float] | None, source: str) -> None:

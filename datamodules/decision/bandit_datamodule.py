@@ -17,7 +17,6 @@ column ``mean`` (Bernoulli) or the columns ``mean,std`` (Gaussian)).
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Iterator
 from typing import Any, Literal
 
@@ -29,7 +28,9 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from datamodules.decision.arms import ArmsKind, check_arms, load_arms
 from datamodules.decision.graphs import GraphKind, build_graph, check_connected, hop_distances, load_graph
+from zoo.core import checks
 from zoo.core.datamodule import ZooDataModule
+from zoo.core.messages import say
 
 
 class ChunkStarts(IterableDataset):
@@ -64,8 +65,10 @@ class BanditGraphDataModule(ZooDataModule):
         graph_seed: seed of ``tree`` and of the first ``erdos_renyi`` draw (then ``+1, +2, ...`` until connected).
         graph_path: the graph file for ``graph: file`` (CSV ``source,target`` edge list or ``.npy`` adjacency).
         arms: ``bernoulli``, ``gaussian`` or ``file``.
-        means: arm means (the card: ``[0.9, 0.8, 0.7, 0.6, 0.5]``).
-        stds: Gaussian standard deviations, one per arm (``gaussian`` only; None means 1.0 each).
+        means: arm means (the card: ``[0.9, 0.8, 0.7, 0.6, 0.5]``; with ``arms: file`` the file decides, and a
+            different ``means``/``stds`` is said not to apply, as ``m`` with ``graph: file``).
+        stds: Gaussian standard deviations, one per arm (``gaussian`` only, an error with ``bernoulli``; None means 1.0
+            each).
         arms_path: the arms CSV for ``arms: file`` (``mean`` or ``mean,std``).
         T: horizon (rounds).
         seed: base reward seed; replica ``r`` draws its rewards from seed ``seed + r``.
@@ -80,18 +83,24 @@ class BanditGraphDataModule(ZooDataModule):
                  T: int = 20000, seed: int = 0, n_replicas: int = 1,
                  node_ids: Literal["integer", "map"] = "integer") -> None:  # fmt: skip
         super().__init__()
-        if T < 1:
-            raise ValueError(f"--data.init_args.T={T}: expected a horizon >= 1")
-        if n_replicas < 1:
-            raise ValueError(f"--data.init_args.n_replicas={n_replicas}: expected >= 1")
+        checks.choice(checks.data("graph"), graph, GraphKind.__args__)
+        if not (isinstance(m, int) and not isinstance(m, bool) and m >= 1):
+            raise ValueError(f"--data.init_args.m={m}: expected at least 1 agent")
+        checks.probability(checks.data("p"), p, open_low=True)
+        checks.integer(checks.data("graph_seed"), graph_seed, low=0)
+        checks.choice(checks.data("arms"), arms, ArmsKind.__args__)
+        checks.integer(checks.data("T"), T)
+        checks.integer(checks.data("seed"), seed, low=0)
+        checks.integer(checks.data("n_replicas"), n_replicas)
+        checks.choice(checks.data("node_ids"), node_ids, ("integer", "map"))
         if graph == "file":
             if graph_path is None:
                 raise ValueError("--data.init_args.graph=file needs --data.init_args.graph_path (.csv or .npy)")
             g = load_graph(graph_path, node_ids)
             source = graph_path
             if g.number_of_nodes() != m:  # the file decides m: say so rather than silently override the config
-                warnings.warn(f"--data.init_args.graph_path={graph_path!r} holds {g.number_of_nodes()} agents; "
-                              f"--data.init_args.m={m} does not apply to graph: file", stacklevel=2)  # fmt: skip
+                say(f"--data.init_args.graph_path={graph_path!r} holds {g.number_of_nodes()} agents; "
+                    f"--data.init_args.m={m} does not apply to graph: file")  # fmt: skip
         else:
             if graph_path is not None:
                 raise ValueError(f"--data.init_args.graph_path={graph_path!r} is set but graph={graph!r}; use "
@@ -104,9 +113,16 @@ class BanditGraphDataModule(ZooDataModule):
                 raise ValueError("--data.init_args.arms=file needs --data.init_args.arms_path (CSV mean[,std])")
             kind, mu, sd = load_arms(arms_path)
             arm_source = arms_path
+            for name, given, read in (("means", means, mu), ("stds", stds, sd)):  # the file decides: say so
+                if given is not None and [float(x) for x in given] != read:
+                    say(f"--data.init_args.arms_path={arms_path!r} sets the arms; --data.init_args.{name}={given} "
+                        "does not apply to arms: file")  # fmt: skip
         else:
             if arms_path is not None:
                 raise ValueError(f"--data.init_args.arms_path={arms_path!r} is set but arms={arms!r}; use arms: file")
+            if stds is not None and arms == "bernoulli":
+                raise ValueError(f"--data.init_args.stds={stds} is set but arms='bernoulli' (a Bernoulli arm has no "
+                                 "std); use arms: gaussian or stds: null")  # fmt: skip
             kind = arms
             mu = [0.9, 0.8, 0.7, 0.6, 0.5] if means is None else [float(x) for x in means]
             sd = None if kind == "bernoulli" else ([1.0] * len(mu) if stds is None else [float(x) for x in stds])

@@ -23,6 +23,19 @@ def random_mdp(n_states: int, n_actions: int, dirichlet_alpha: float, seed: int)
     return P, R
 
 
+def numeric_array(x: Any, key: str, source: str) -> np.ndarray:
+    """``x`` as a float64 array; an error naming ``source`` and ``key`` for a non-real dtype.
+
+    ``np.asarray(x, float64)`` would coerce bools, strings such as ``'0.5'`` and complex numbers (dropping the
+    imaginary part) silently.
+    """
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "iuf":
+        raise ValueError(f"{source}: key {key!r} has dtype {arr.dtype}; expected an array of real numbers (float or "
+                         "integer)")  # fmt: skip
+    return arr.astype(np.float64)
+
+
 def check_mdp(
     P: Any, R: Any, pi_b: Any = None, source: str = "MDP"
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -31,11 +44,13 @@ def check_mdp(
     Returns:
         float64 copies ``(P, R, pi_b)``.
     """
-    P = np.asarray(P, dtype=np.float64)
-    R = np.asarray(R, dtype=np.float64)
+    P = numeric_array(P, "P", source)
+    R = numeric_array(R, "R", source)
     if P.ndim != 3 or P.shape[0] != P.shape[2]:
         raise ValueError(f"{source}: key 'P' has shape {P.shape}; expected (S, A, S) with P[s, a, s']")
     S, A, _ = P.shape
+    if S == 0 or A == 0:
+        raise ValueError(f"{source}: key 'P' has shape {P.shape}; expected at least one state and one action")
     if R.shape != (S, A):
         raise ValueError(f"{source}: key 'R' has shape {R.shape}; expected (S, A) = ({S}, {A}) to match 'P'")
     for key, arr in (("P", P), ("R", R)):
@@ -53,7 +68,7 @@ def check_mdp(
         total = float(sums[s, a])
         raise ValueError(f"{source}: key 'P' row (s,a)=({s},{a}) sums to {total!r}; expected 1 within {ROW_TOL}")
     if pi_b is not None:
-        pi_b = np.asarray(pi_b, dtype=np.float64)
+        pi_b = numeric_array(pi_b, "pi_b", source)
         if pi_b.shape != (S, A):
             raise ValueError(f"{source}: key 'pi_b' has shape {pi_b.shape}; expected (S, A) = ({S}, {A})")
         bad = np.argwhere(~np.isfinite(pi_b) | (pi_b < 0))
@@ -85,6 +100,11 @@ def ground_truth(
     """
     Pt, Rt = torch.as_tensor(P, dtype=torch.float64), torch.as_tensor(R, dtype=torch.float64)
     S, A = Rt.shape
+    if behaviour in ("uniform", "file") or (behaviour == "eps_greedy" and epsilon > 0):
+        # These behaviours need an irreducible chain (checked below too): on a multichain MDP say so now, before
+        # relative value iteration spends its 1e5 + 1e6 iterations failing to converge (ε > 0: uniform's support).
+        early = pi_b if pi_b is not None and behaviour != "eps_greedy" else None
+        stationary(Pt, torch.full((S, A), 1.0 / A, dtype=torch.float64) if early is None else torch.as_tensor(early))
     Qs, rs = rvi(Pt, Rt, ref)
     pi_star = greedy(Qs)
     if behaviour == "eps_greedy":

@@ -34,7 +34,9 @@ from torch.utils.data import DataLoader
 from datamodules.decision.mdp import check_mdp, ground_truth, random_mdp
 from datamodules.decision.mdp_files import from_gymnasium_P, from_mdptoolbox, load_npz, npz_shape
 from datamodules.decision.trajectories import ChunkStream, TrajectorySampler
+from zoo.core import checks
 from zoo.core.datamodule import ZooDataModule
+from zoo.core.messages import say
 
 log = logging.getLogger(__name__)
 
@@ -73,28 +75,30 @@ class TabularMDPDataModule(ZooDataModule):
                  path: str | None = None, cross_check: bool = True) -> None:  # fmt: skip
         super().__init__()
         self.save_hyperparameters()
-        checks = {"S": (S, S >= 1), "A": (A, A >= 1), "dirichlet_alpha": (dirichlet_alpha, dirichlet_alpha > 0),
-                  "n_replicas": (n_replicas, n_replicas >= 1), "steps": (steps, steps >= 1),
-                  "chunk_len": (chunk_len, chunk_len >= 1),
-                  "reward_noise_std": (reward_noise_std, reward_noise_std >= 0),
-                  "epsilon": (epsilon, 0 <= epsilon <= 1)}  # fmt: skip
-        for key, (value, ok) in checks.items():
-            if not ok:
-                raise ValueError(f"--data.init_args.{key}={value}: impossible value")
-        if behaviour not in ("uniform", "eps_greedy", "iid_uniform", "file"):
-            raise ValueError(f"--data.init_args.behaviour={behaviour!r}: expected uniform, eps_greedy, iid_uniform "
-                             "or file")  # fmt: skip
+        for key, value in (("S", S), ("A", A), ("n_replicas", n_replicas), ("steps", steps), ("chunk_len", chunk_len)):
+            checks.integer(checks.data(key), value)
+        checks.positive(checks.data("dirichlet_alpha"), dirichlet_alpha)
+        checks.integer(checks.data("mdp_seed"), mdp_seed, low=0)
+        checks.integer(checks.data("base_seed"), base_seed, low=0)
+        if min_gap is not None:
+            checks.non_negative(checks.data("min_gap"), min_gap)
+        checks.non_negative(checks.data("reward_noise_std"), reward_noise_std)
+        checks.choice(checks.data("behaviour"), behaviour, Behaviour.__args__)
+        checks.probability(checks.data("epsilon"), epsilon)
         if min_gap is not None and behaviour == "iid_uniform":
             raise ValueError("--data.init_args.min_gap with behaviour=iid_uniform: μ is uniform there, so the gap "
                              "sp(Q̄ − Q*) is 0 for every instance; set min_gap: null")  # fmt: skip
         if min_gap is not None and path is not None:
             raise ValueError("--data.init_args.min_gap searches generated instances; it cannot apply to path=")
         if path is not None:
-            S, A = npz_shape(path)
+            shape = npz_shape(path)
+            if shape != (S, A):  # the file decides S and A: say so rather than silently override the config
+                say(f"--data.init_args.path={path!r} holds S={shape[0]} states and A={shape[1]} actions; "
+                    f"--data.init_args.S={S}, A={A} do not apply to a file")  # fmt: skip
+            S, A = shape
         for key, value, bound in (("start_state", start_state, S), ("ref_state", ref_state, S),
                                   ("ref_action", ref_action, A)):  # fmt: skip
-            if not 0 <= value < bound:
-                raise ValueError(f"--data.init_args.{key}={value}: expected in 0..{bound - 1}")
+            checks.integer(checks.data(key), value, low=0, high=bound - 1)
         self.S, self.A = S, A
         self.n_states, self.n_actions, self.n_replicas = S, A, int(n_replicas)
         self.dirichlet_alpha, self.mdp_seed, self.min_gap = float(dirichlet_alpha), int(mdp_seed), min_gap
@@ -118,6 +122,9 @@ class TabularMDPDataModule(ZooDataModule):
     def from_arrays(cls, P: Any, R: Any, pi_b: Any = None, **kwargs: Any) -> TabularMDPDataModule:
         """A datamodule on in-memory arrays in our convention (P: S×A×S), e.g. from :func:`from_mdptoolbox`."""
         P, R, pi_b = check_mdp(P, R, pi_b, source="from_arrays")
+        for key, value in (("S", P.shape[0]), ("A", P.shape[1])):  # the arrays decide: say so, never silently
+            if key in kwargs and kwargs[key] != value:
+                say(f"from_arrays: the arrays have {key}={value}; {key}={kwargs[key]} does not apply")
         kwargs.update(S=P.shape[0], A=P.shape[1])
         dm = cls(**kwargs)
         dm._given = (P, R, pi_b)
@@ -177,11 +184,16 @@ class TabularMDPDataModule(ZooDataModule):
         elif generated:
             self.chosen_seed = self.mdp_seed
         P, R, pi_b = self.mdp()
+        if pi_b is not None and self.behaviour == "uniform":  # documented, but the config says uniform: say so
+            say(f"{self.path or 'from_arrays'}: behaviour follows the file's pi_b (--data.init_args.behaviour=uniform "
+                "uses a given pi_b; behaviour: file says so explicitly)")  # fmt: skip
         try:
-            self.truth = ground_truth(P, R, pi_b, self.behaviour, self.epsilon, self.ref, self.cross_check)
+            self.truth, problem = ground_truth(P, R, pi_b, self.behaviour, self.epsilon, self.ref, self.cross_check), ""
         except ValueError as exc:  # name the MDP: a user's file, or the generated instance
+            problem = str(exc)
+        if problem:  # raised outside the except: the launcher shows the innermost of chained errors
             where = self.path or f"generated MDP (mdp_seed {self.chosen_seed})"
-            raise ValueError(f"{where} with behaviour={self.behaviour!r}: {exc}") from exc
+            raise ValueError(f"{where} with behaviour={self.behaviour!r}: {problem}")
         self.truth["mdp_seed"] = self.chosen_seed
         self.truth["setup_seconds"] = time.perf_counter() - start
 

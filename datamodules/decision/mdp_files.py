@@ -7,17 +7,24 @@ from typing import Any, Literal
 
 import numpy as np
 
-from datamodules.decision.mdp import check_mdp
+from datamodules.decision.mdp import check_mdp, numeric_array
 
 
 def _open_npz(path: str) -> Any:
     """``np.load`` of an ``.npz`` MDP file, with errors that name the file."""
     if not Path(path).is_file():
-        raise FileNotFoundError(f"path={path!r}: no such file (expected an .npz with keys P, R and optional pi_b)")
+        raise FileNotFoundError(f"--data.init_args.path={path!r}: no such file (expected an .npz with keys P, R and "
+                                "optional pi_b)")  # fmt: skip
+    with open(path, "rb") as fh:
+        magic = fh.read(6)
+    if magic[:4] != b"PK\x03\x04" and magic != b"\x93NUMPY":  # numpy would try it as a pickle (allow_pickle advice)
+        raise ValueError(f"{path}: not an .npz archive (no zip header); write the MDP with numpy.savez or save_npz")
     try:
-        blob = np.load(path, allow_pickle=False)
+        blob, problem = np.load(path, allow_pickle=False), ""
     except Exception as exc:  # a malformed file: name it
-        raise ValueError(f"{path}: not a readable .npz file ({exc})") from exc
+        blob, problem = None, f"{type(exc).__name__}: {exc}"
+    if problem:  # raised outside the except: the launcher shows the innermost of chained errors
+        raise ValueError(f"{path}: not a readable .npz file ({problem})")
     if not hasattr(blob, "files"):  # a plain .npy array
         raise ValueError(f"{path}: a single array, not an .npz archive with keys P (S×A×S), R (S×A), optional pi_b")
     return blob
@@ -29,6 +36,8 @@ def load_npz(path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         for key in ("P", "R"):
             if key not in blob.files:
                 raise ValueError(f"{path}: missing key {key!r}; found {blob.files}, expected P (S×A×S), R (S×A)")
+        if unknown := sorted(set(blob.files) - {"P", "R", "pi_b"}):  # a misspelt 'pi_b' would be a uniform behaviour
+            raise ValueError(f"{path}: unknown key(s) {unknown}; expected P (S×A×S), R (S×A) and optional pi_b (S×A)")
         return check_mdp(blob["P"], blob["R"], blob["pi_b"] if "pi_b" in blob.files else None, source=path)
 
 
@@ -62,8 +71,8 @@ def from_mdptoolbox(P: Any, R: Any, r_layout: Literal["SA", "AS"] | None = None)
     Returns:
         ``(P (S, A, S), R (S, A))``, validated.
     """
-    P = np.asarray(P, dtype=np.float64)
-    R = np.asarray(R, dtype=np.float64)
+    P = numeric_array(P, "P", "from_mdptoolbox")
+    R = numeric_array(R, "R", "from_mdptoolbox")
     if P.ndim != 3 or P.shape[1] != P.shape[2]:
         raise ValueError(f"from_mdptoolbox: P has shape {P.shape}; expected (A, S, S) (mdptoolbox stores P[a][s][s'];"
                          " our own convention (S, A, S) goes to check_mdp/save_npz directly)")  # fmt: skip
@@ -111,6 +120,9 @@ def from_gymnasium_P(P: dict, reset_state: int = 0) -> tuple[np.ndarray, np.ndar
                 if len(item) != 4:
                     raise ValueError(f"from_gymnasium_P: P[{s}][{a}] has entry {item!r}; expected (prob, s', r, done)")
                 prob, nxt, rew, done = item
+                if not (isinstance(nxt, int | np.integer) and not isinstance(nxt, bool) and 0 <= nxt < S):
+                    raise ValueError(f"from_gymnasium_P: P[{s}][{a}] has next state {nxt!r}; expected an integer state "
+                                     f"in 0..{S - 1}")  # fmt: skip
                 target = reset_state if done else int(nxt)
                 Pm[s, a, target] += prob
                 Rm[s, a] += prob * rew

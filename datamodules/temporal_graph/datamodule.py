@@ -20,7 +20,6 @@ Example:
 
 from __future__ import annotations
 
-import warnings
 from typing import Literal
 
 import numpy as np
@@ -39,7 +38,9 @@ from datamodules.temporal_graph.raw import RawTemporal, time_quantile_split
 from datamodules.temporal_graph.readers import read_temporal
 from datamodules.temporal_graph.stream import TemporalStream
 from datamodules.temporal_graph.synthetic import BayesOracle, seen_unseen_stream, validate_generator_args
+from zoo.core import checks
 from zoo.core.datamodule import SplitLoaders, ZooDataModule
+from zoo.core.messages import say
 
 SplitName = Literal["train", "val", "test"]
 _SPLIT_CODE = {"train": 0, "val": 1, "test": 2}
@@ -56,12 +57,6 @@ class _Rows(Dataset):
 
     def __getitem__(self, i: int) -> int:
         return i
-
-
-def _check(flag: str, ok: bool, value: object, expected: str) -> None:
-    """Raise a ValueError naming ``--data.init_args.<flag>`` when ``ok`` is false."""
-    if not ok:
-        raise ValueError(f"--data.init_args.{flag}={value!r}: expected {expected}")
 
 
 class TemporalLinkDataModule(SplitLoaders, ZooDataModule):
@@ -91,18 +86,19 @@ class TemporalLinkDataModule(SplitLoaders, ZooDataModule):
         seed: seed of the generator, the negatives and the inductive mask.
         batch_size: training batch size.
         eval_batch_size: validation/test batch size (also fixes the DyGLib AP negatives' batches).
-        num_eval_negatives: K, evaluation negatives per positive for ``rnd``/``hist_rnd`` (shipped TGB/TGB-Seq
-            negatives keep their own count).
+        num_eval_negatives: K, evaluation negatives per positive for ``rnd``/``hist_rnd``, capped at the destinations
+            available (said); shipped TGB/TGB-Seq negatives keep their own count (said when it differs).
         eval_negatives: ``rnd`` (K distinct uniform destinations, not the positive) or ``hist_rnd`` (TGB: up to half
             from the source's training destinations).
         train_neg: training negatives uniform over ``train_dst`` (unique training destinations, official) or
             ``all_dst``.
         collision_check: resample a training negative that the source touches at exactly t.
-        val_ratio: validation share of the chronological time-quantile split.
+        val_ratio: validation share of the chronological time-quantile split (a file's own split, TGB-Seq's column,
+            takes precedence, which is said).
         test_ratio: test share.
         inductive_ratio: fraction of the nodes of val/test masked out of the training graph and events.
         shuffle: shuffle training batches (memory models such as TGN refuse ``True``).
-        sort: stable-sort files with decreasing timestamps (with a warning) instead of raising.
+        sort: stable-sort files with decreasing timestamps (said on stderr) instead of raising.
         seen_def: ``stream`` (pair occurred strictly earlier; TGB-Seq) or ``trainval`` (pair in train+val).
         cache_dir: user folder for converted arrays (and the generated csv); ``None`` disables caching.
         num_workers: DataLoader workers.
@@ -143,35 +139,40 @@ class TemporalLinkDataModule(SplitLoaders, ZooDataModule):
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
-        _check("format", format in ("auto", "jodie", "dyglib", "tgb", "tgbseq"), format, "auto|jodie|dyglib|tgb|tgbseq")
-        _check("format", path is not None or format == "auto", format, "auto when path is null (the generator)")
-        _check("eval_negatives", eval_negatives in ("rnd", "hist_rnd"), eval_negatives, "rnd or hist_rnd")
-        _check("train_neg", train_neg in ("train_dst", "all_dst"), train_neg, "train_dst or all_dst")
-        _check("seen_def", seen_def in ("stream", "trainval"), seen_def, "stream or trainval")
-        _check("val_ratio", 0.0 < val_ratio < 1.0, val_ratio, "a ratio in (0, 1)")
-        _check("test_ratio", 0.0 < test_ratio < 1.0, test_ratio, "a ratio in (0, 1)")
-        _check("val_ratio", val_ratio + test_ratio < 1.0, val_ratio, f"val_ratio + test_ratio={test_ratio} < 1")
-        _check("inductive_ratio", 0.0 <= inductive_ratio < 1.0, inductive_ratio, "a ratio in [0, 1)")
-        _check("num_eval_negatives", num_eval_negatives >= 1, num_eval_negatives, ">= 1")
-        _check("batch_size", batch_size >= 1, batch_size, ">= 1")
-        _check("eval_batch_size", eval_batch_size >= 1, eval_batch_size, ">= 1")
-        _check("seed", seed >= 0, seed, ">= 0")
-        _check("num_workers", num_workers >= 0, num_workers, ">= 0")
-        if path is None:
-            validate_generator_args(
-                mode=mode,
-                p_repeat=p_repeat,
-                n_users=n_users,
-                n_items=n_items,
-                n_events=n_events,
-                branching=branching,
-                eps=eps,
-                repeat_window=repeat_window,
-                recency=recency,
-                cluster_size=cluster_size,
-                p_switch=p_switch,
-                zipf=zipf,
+        checks.choice(checks.data("format"), format, ("auto", "jodie", "dyglib", "tgb", "tgbseq"))
+        if path is None and format != "auto":
+            raise ValueError(f"--data.init_args.format={format!r}: expected auto when path is null (the generator)")
+        checks.choice(checks.data("eval_negatives"), eval_negatives, ("rnd", "hist_rnd"))
+        checks.choice(checks.data("train_neg"), train_neg, ("train_dst", "all_dst"))
+        checks.choice(checks.data("seen_def"), seen_def, ("stream", "trainval"))
+        checks.probability(checks.data("val_ratio"), val_ratio, open_low=True, open_high=True)
+        checks.probability(checks.data("test_ratio"), test_ratio, open_low=True, open_high=True)
+        if val_ratio + test_ratio >= 1.0:
+            raise ValueError(
+                f"--data.init_args.val_ratio={val_ratio!r}: expected val_ratio + test_ratio={test_ratio} "
+                "< 1 (training needs a share)"
             )
+        checks.probability(checks.data("inductive_ratio"), inductive_ratio, open_high=True)
+        checks.integer(checks.data("num_eval_negatives"), num_eval_negatives)
+        checks.integer(checks.data("batch_size"), batch_size)
+        checks.integer(checks.data("eval_batch_size"), eval_batch_size)
+        checks.integer(checks.data("seed"), seed, low=0)
+        checks.integer(checks.data("num_workers"), num_workers, low=0)
+        # The generator's options are checked even with a path (where they do not apply): a typo still fails.
+        validate_generator_args(
+            mode=mode,
+            p_repeat=p_repeat,
+            n_users=n_users,
+            n_items=n_items,
+            n_events=n_events,
+            branching=branching,
+            eps=eps,
+            repeat_window=repeat_window,
+            recency=recency,
+            cluster_size=cluster_size,
+            p_switch=p_switch,
+            zipf=zipf,
+        )
         self.path, self.format, self.name = path, format, name
         self.generator_args = {
             "mode": mode,
@@ -285,7 +286,14 @@ class TemporalLinkDataModule(SplitLoaders, ZooDataModule):
         """Turn a parsed stream into the :class:`TemporalStream` and every fixed evaluation array."""
         src, dst, t = raw.src, raw.dst, raw.t
         n = len(t)
-        split = raw.split if raw.split is not None else time_quantile_split(t, self.val_ratio, self.test_ratio)
+        split = time_quantile_split(t, self.val_ratio, self.test_ratio)
+        if raw.split is not None and not np.array_equal(raw.split, split):  # the file fixes the split (TGB-Seq)
+            counts = np.bincount(raw.split, minlength=3)
+            say(
+                f"{raw.source}: the split comes from the file (train/val/test = {counts[0]}/{counts[1]}/{counts[2]} "
+                f"events); --data.init_args.val_ratio={self.val_ratio}, test_ratio={self.test_ratio} do not apply"
+            )
+        split = raw.split if raw.split is not None else split
         for name, code in _SPLIT_CODE.items():
             if not (split == code).any():
                 raise ValueError(
@@ -341,16 +349,21 @@ class TemporalLinkDataModule(SplitLoaders, ZooDataModule):
                 neg, mask = raw.eval_neg[name], raw.eval_neg_mask[name]
                 if len(neg) != len(rows):
                     raise ValueError(f"{raw.source}: {len(neg)} shipped {name} negative rows for {len(rows)} events")
-                if self.eval_negatives != "rnd":
-                    warnings.warn(
-                        f"--data.init_args.eval_negatives={self.eval_negatives} ignored for {name}: "
-                        f"{raw.source} ships fixed {name} negatives",
-                        stacklevel=2,
+                if self.eval_negatives != "rnd" or self.num_eval_negatives != neg.shape[1]:
+                    say(
+                        f"{raw.source} ships fixed {name} negatives (up to {neg.shape[1]} per event); "
+                        f"--data.init_args.eval_negatives={self.eval_negatives}, num_eval_negatives="
+                        f"{self.num_eval_negatives} do not apply to {name}"
                     )
             elif self.eval_negatives == "rnd":
                 neg, mask = self._rnd_negatives(rows, np.random.default_rng([self.seed, code]))
             else:
                 neg, mask = self._hist_rnd_negatives(rows, np.random.default_rng([self.seed, code]))
+            if name not in raw.eval_neg and neg.shape[1] < self.num_eval_negatives:  # too few destinations: capped
+                say(
+                    f"--data.init_args.num_eval_negatives={self.num_eval_negatives}: {raw.source} has too few "
+                    f"destinations; {name} queries get at most {neg.shape[1]} negatives"
+                )
             self.stream.eval_neg[name], self.stream.eval_neg_mask[name] = neg, mask
             self._ap[name] = self._dyglib_negatives(rows, code, unique_src, first, inverse)
         val_test = pair[split <= 1]

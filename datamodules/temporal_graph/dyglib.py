@@ -13,7 +13,9 @@ from datamodules.temporal_graph.raw import (
     _order,
     _permute,
     _read_table,
+    load_npy,
     missing_file,
+    real_features,
 )
 
 #: DyGLib pads node and edge features to this width.
@@ -68,25 +70,25 @@ def read_dyglib(path: str | Path, *, name: str | None = None, sort: bool = False
         )
     edge_path = path.with_name(f"ml_{stem}.npy")
     if edge_path.is_file():
-        feat = np.load(edge_path, allow_pickle=False)
+        feat = load_npy(edge_path, "edge-feature array")
         if feat.ndim != 2 or feat.shape[0] != n + 1:
             raise TemporalFormatError(
                 f"{edge_path}: expected a 2-d array with E+1 = {n + 1} rows (row 0 zeros, E = {n} events in "
                 f"{display}), found shape {feat.shape}"
             )
-        msg = _pad_features(feat[1:].astype(np.float32))
+        msg = _pad_features(real_features(feat, edge_path)[1:])
     else:
         msg = np.ones((n, 1), dtype=np.float32)
     node_feat = None
     node_path = path.with_name(f"ml_{stem}_node.npy")
     if node_path.is_file():
-        node_feat = np.load(node_path, allow_pickle=False)
+        node_feat = load_npy(node_path, "node-feature array")
         max_id = int(max(src.max(), dst.max()))
         if node_feat.ndim != 2 or node_feat.shape[0] != max_id + 1:
             raise TemporalFormatError(
                 f"{node_path}: expected a 2-d array with max_id+1 = {max_id + 1} rows, found shape {node_feat.shape}"
             )
-        node_feat = _pad_features(node_feat.astype(np.float32))
+        node_feat = _pad_features(real_features(node_feat, node_path))
     raw = RawTemporal(
         name=name or stem, source=display, src=src, dst=dst, t=t, msg=msg, label=label, node_feat=node_feat
     )

@@ -20,7 +20,7 @@ from datamodules.temporal_graph.raw import (
 
 def _jodie_arrays(data: bytes, display: str) -> tuple[np.ndarray, ...]:
     """Parse JODIE bytes into (src, dst, t, label, msg) in file order (see :func:`parse_jodie`)."""
-    tab = _read_table(data, display, header_lines=1)
+    tab = _read_table(data, display, header_lines=1, layout="user_id,item_id,timestamp,state_label,features...")
     n_cols = tab.frame.shape[1]
     if n_cols < 4:
         raise TemporalFormatError(
@@ -46,7 +46,7 @@ def parse_jodie(data: bytes, display: str, *, name: str, sort: bool = False) -> 
         data: the csv bytes (a file's content, or the embedded generator's output).
         display: file name for error messages.
         name: dataset name.
-        sort: stable-sort decreasing timestamps (with a warning) instead of raising.
+        sort: stable-sort decreasing timestamps (said on stderr) instead of raising.
 
     Returns:
         The parsed stream.

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import io
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from zoo.core.messages import say
 
 
 class TemporalFormatError(ValueError):
@@ -66,6 +67,32 @@ def missing_file(path: Path | str, what: str) -> FileNotFoundError:
     )
 
 
+def load_npy(path: Path, what: str = "array") -> np.ndarray:
+    """``np.load`` of a side ``.npy`` (no pickles) whose failure names the file (a truncated or foreign file)."""
+    with path.open("rb") as fh:
+        if fh.read(6) != b"\x93NUMPY":  # numpy would try it as a pickle and suggest allow_pickle
+            raise TemporalFormatError(f"{path}: not a readable .npy {what} (no .npy header; write it with numpy.save)")
+    try:
+        return np.load(path, allow_pickle=False)
+    except Exception as exc:
+        problem = f"{type(exc).__name__}: {exc}"
+    # raised outside the except: the launcher shows the innermost of chained errors
+    raise TemporalFormatError(f"{path}: not a readable .npy {what} ({problem})")
+
+
+def real_features(x: np.ndarray, path: Path) -> np.ndarray:
+    """A 2-d feature array as float32; its dtype must be real numbers and every value finite (else naming the row)."""
+    if x.dtype.kind not in "iuf":  # astype(float32) would read bools as 0/1 and strings such as '0.5' as numbers
+        raise TemporalFormatError(f"{path}: expected real-valued features, found dtype {x.dtype}")
+    bad = np.argwhere(~np.isfinite(x))
+    if bad.size:
+        row, col = (int(v) for v in bad[0])
+        raise TemporalFormatError(
+            f"{path}: row {row}, column {col + 1}: expected a finite feature, found {x[row, col].item()!r}"
+        )
+    return x.astype(np.float32)
+
+
 def time_quantile_split(t: np.ndarray, val_ratio: float, test_ratio: float) -> np.ndarray:
     """Chronological split by time quantiles (DyGLib / TGB ``generate_splits``); equal timestamps stay together.
 
@@ -99,7 +126,9 @@ class _Table:
     display: str
 
 
-def _read_table(data: bytes, display: str, *, header_lines: int, str_cols: tuple[int, ...] = ()) -> _Table:
+def _read_table(
+    data: bytes, display: str, *, header_lines: int, str_cols: tuple[int, ...] = (), layout: str = ""
+) -> _Table:
     """Check field counts line by line (vectorised over the raw bytes), then parse with pandas' C engine.
 
     Args:
@@ -107,12 +136,14 @@ def _read_table(data: bytes, display: str, *, header_lines: int, str_cols: tuple
         display: file name used in error messages.
         header_lines: number of leading lines that are not data (0 or 1).
         str_cols: columns kept as strings (TGB string IDs).
+        layout: the expected header, for the message when line 1 is a data row.
 
     Returns:
         The parsed table.
 
     Raises:
-        TemporalFormatError: no data row, or a line whose field count differs from the first data row's.
+        TemporalFormatError: no data row, a header line that is all numbers (a file without its header: the first
+            event would be skipped as the header), or a line whose field count differs from the first data row's.
     """
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
@@ -132,6 +163,11 @@ def _read_table(data: bytes, display: str, *, header_lines: int, str_cols: tuple
     fields = np.searchsorted(commas, ends) - np.searchsorted(commas, starts) + 1
     del commas
     header = data[: ends[header_lines - 1]].decode("utf-8", "replace").split(",") if header_lines else []
+    if header_lines and all(_is_number(h) for h in header):
+        raise TemporalFormatError(
+            f"{display}: line 1: expected the header{f' ({layout})' if layout else ''}, found a data row "
+            f"{','.join(header)!r} (the first line is never read as an event: add the header line)"
+        )
     body = fields[header_lines:]
     expected = int(body[0])
     bad = np.flatnonzero(body != expected)
@@ -155,8 +191,20 @@ def _read_table(data: bytes, display: str, *, header_lines: int, str_cols: tuple
     return _Table(frame=frame, header=[h.strip() for h in header], first_line=header_lines + 1, display=display)
 
 
+def _is_number(field: str) -> bool:
+    """Whether a CSV field reads as a number (a header name never does)."""
+    try:
+        float(field)
+    except ValueError:
+        return False
+    return True
+
+
 def _numeric(tab: _Table, col: int, what: str, *, integer: bool = False, minimum: float | None = None) -> np.ndarray:
     """Column ``col`` of ``tab`` as a finite float64/int64 array, or a TemporalFormatError naming the first bad line.
+
+    An ``integer`` column takes whole numbers, also written as floats (``3.0``: DyGLib writes its labels so); a
+    fraction, a word, an empty field or a non-finite value is an error.
 
     Args:
         tab: the parsed table.
@@ -184,7 +232,7 @@ def _numeric(tab: _Table, col: int, what: str, *, integer: bool = False, minimum
         i = int(np.flatnonzero(~np.isfinite(values))[0])
         raise TemporalFormatError(
             f"{tab.display}: line {tab.first_line + i}: expected a finite number in column {col + 1} ({what}), "
-            f"found {values[i]!r}"
+            f"found {values[i].item()!r}"
         )
     if integer and pd.api.types.is_float_dtype(series):
         frac = np.flatnonzero(values != np.floor(values))
@@ -192,13 +240,13 @@ def _numeric(tab: _Table, col: int, what: str, *, integer: bool = False, minimum
             i = int(frac[0])
             raise TemporalFormatError(
                 f"{tab.display}: line {tab.first_line + i}: expected an integer in column {col + 1} ({what}), "
-                f"found {values[i]!r}"
+                f"found {values[i].item()!r}"
             )
     if minimum is not None and values.size and values.min() < minimum:
         i = int(np.flatnonzero(values < minimum)[0])
         raise TemporalFormatError(
             f"{tab.display}: line {tab.first_line + i}: expected {what} >= {minimum:g} in column {col + 1}, "
-            f"found {values[i]!r}"
+            f"found {values[i].item()!r}"
         )
     if integer:
         return series.to_numpy(dtype=np.int64)
@@ -219,7 +267,7 @@ def _features(tab: _Table, first_col: int, what: str) -> np.ndarray:
         row, k = (int(x[0]) for x in np.nonzero(~np.isfinite(msg)))
         raise TemporalFormatError(
             f"{tab.display}: line {tab.first_line + row}: expected a finite number in column "
-            f"{first_col + k + 1} ({what}), found {msg[row, k]!r}"
+            f"{first_col + k + 1} ({what}), found {msg[row, k].item()!r}"
         )
     return msg
 
@@ -231,7 +279,7 @@ def _order(t: np.ndarray, display: str, first_line: int, sort: bool) -> np.ndarr
         t: timestamps in file order.
         display: file name for messages.
         first_line: 1-based line of the first data row.
-        sort: stable-sort (with a warning) instead of raising.
+        sort: stable-sort (said on stderr) instead of raising.
 
     Returns:
         ``None`` when already sorted, else the stable permutation.
@@ -240,15 +288,16 @@ def _order(t: np.ndarray, display: str, first_line: int, sort: bool) -> np.ndarr
     if drops.size == 0:
         return None
     i = int(drops[0]) + 1
-    where = f"line {first_line + i}: expected non-decreasing timestamps, found {t[i]!r} after {t[i - 1]!r}"
+    where = (
+        f"line {first_line + i}: expected non-decreasing timestamps, found {t[i].item()!r} after {t[i - 1].item()!r}"
+    )
     if not sort:
         raise TemporalFormatError(
             f"{display}: {where} (pass --data.init_args.sort=true to stable-sort the events by time)"
         )
-    warnings.warn(
-        f"{display}: {drops.size} decreasing timestamp(s), first at {where}; stable-sorting events by time "
-        "because sort=True",
-        stacklevel=3,
+    say(
+        f"{display}: {drops.size} decreasing timestamp(s), first at {where}; stable-sorting events by time because "
+        "--data.init_args.sort=true"
     )
     return np.argsort(t, kind="stable")
 

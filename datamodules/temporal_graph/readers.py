@@ -170,7 +170,7 @@ def read_temporal(
         path: a data file or a folder (see :func:`resolve_source`).
         fmt: ``auto``, ``jodie``, ``dyglib``, ``tgb`` or ``tgbseq``.
         name: dataset name (required for folders holding several datasets).
-        sort: stable-sort decreasing timestamps (with a warning) instead of raising.
+        sort: stable-sort decreasing timestamps (said on stderr) instead of raising.
         val_ratio: validation share (TGB's own split needs it to match its negatives).
         test_ratio: test share.
         cache_dir: user folder for converted ``.npz`` arrays (never site-packages); ``None`` disables caching.

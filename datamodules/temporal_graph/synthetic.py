@@ -20,6 +20,7 @@ import numpy as np
 
 from datamodules.temporal_graph.jodie import parse_jodie, read_jodie
 from datamodules.temporal_graph.raw import RawTemporal, time_quantile_split
+from zoo.core import checks
 
 #: JODIE header: 5 names whatever the feature count.
 JODIE_HEADER = "user_id,item_id,timestamp,state_label,comma_separated_list_of_features"
@@ -96,12 +97,6 @@ class SeenUnseenStream:
     oracle: BayesOracle
 
 
-def _check(name: str, ok: bool, value: object, expected: str) -> None:
-    """Raise a ValueError naming the datamodule flag when ``ok`` is false."""
-    if not ok:
-        raise ValueError(f"--data.init_args.{name}={value!r}: expected {expected}")
-
-
 def validate_generator_args(
     *,
     mode: str,
@@ -133,23 +128,21 @@ def validate_generator_args(
         p_switch: per-event community switch probability.
         zipf: user-activity exponent.
     """
-    _check("mode", mode in ("cluster", "succ"), mode, "cluster or succ")
-    _check("p_repeat", 0.0 <= p_repeat <= 1.0, p_repeat, "a probability in [0, 1]")
-    _check("n_users", n_users >= 1, n_users, ">= 1")
-    _check("n_items", n_items >= 2, n_items, ">= 2")
-    _check("n_events", n_events >= 10, n_events, ">= 10")
-    _check("branching", 1 <= branching <= n_items, branching, f"in [1, n_items={n_items}]")
-    _check("eps", 0.0 <= eps <= 1.0, eps, "a probability in [0, 1]")
-    _check("repeat_window", repeat_window >= 1, repeat_window, ">= 1")
-    _check("recency", 0.0 < recency <= 1.0, recency, "in (0, 1]")
-    _check(
-        "cluster_size",
-        1 <= cluster_size <= n_items and n_items % cluster_size == 0,
-        cluster_size,
-        f"a divisor of n_items={n_items} (communities are blocks of exactly cluster_size items)",
-    )
-    _check("p_switch", 0.0 <= p_switch <= 1.0, p_switch, "a probability in [0, 1]")
-    _check("zipf", zipf >= 0.0, zipf, ">= 0")
+    checks.choice(checks.data("mode"), mode, ("cluster", "succ"))
+    checks.probability(checks.data("p_repeat"), p_repeat)
+    checks.integer(checks.data("n_users"), n_users)
+    checks.integer(checks.data("n_items"), n_items, low=2)
+    checks.integer(checks.data("n_events"), n_events, low=10)
+    checks.integer(checks.data("branching"), branching, high=n_items)
+    checks.probability(checks.data("eps"), eps)
+    checks.integer(checks.data("repeat_window"), repeat_window)
+    checks.probability(checks.data("recency"), recency, open_low=True)
+    checks.integer(checks.data("cluster_size"), cluster_size, high=n_items)
+    if n_items % cluster_size:
+        expected = f"a divisor of n_items={n_items} (communities are blocks of exactly cluster_size items)"
+        checks.fail(checks.data("cluster_size"), cluster_size, expected)
+    checks.probability(checks.data("p_switch"), p_switch)
+    checks.non_negative(checks.data("zipf"), zipf)
 
 
 def seen_unseen_stream(

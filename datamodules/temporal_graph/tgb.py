@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pickle
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -17,9 +16,11 @@ from datamodules.temporal_graph.raw import (
     _order,
     _permute,
     _read_table,
+    load_npy,
     missing_file,
     time_quantile_split,
 )
+from zoo.core.messages import say
 
 #: TGB normalises ``num_words`` of tgbl-comment by this constant.
 _TGB_COMMENT_MAX_WORDS = 5000
@@ -46,12 +47,12 @@ def _tgb_edgelist(path: Path, name: str, sort: bool) -> tuple[RawTemporal, np.nd
     if "wiki" in name:
         src, dst, t, label, msg = _jodie_arrays(data, display)
     else:
-        tab = _read_table(data, display, header_lines=1, str_cols=(1, 2))
-        n_cols = tab.frame.shape[1]
         comment = "comment" in name
         want = 5 if comment else 4
+        layout = "ts,src,dst,num_words,score" if comment else "ts,src,dst,weight"
+        tab = _read_table(data, display, header_lines=1, str_cols=(1, 2), layout=layout)
+        n_cols = tab.frame.shape[1]
         if n_cols != want:
-            layout = "ts,src,dst,num_words,score" if comment else "ts,src,dst,weight"
             raise TemporalFormatError(f"{display}: line 2: expected {want} fields ({layout}), found {n_cols}")
         t = _numeric(tab, 0, "timestamp")
         src, dst = _first_appearance_ids(tab.frame.iloc[:, 1], tab.frame.iloc[:, 2])
@@ -100,11 +101,24 @@ def _tgb_negatives(
     pkl: Path, raw: RawTemporal, rows: np.ndarray, lines: np.ndarray, split: str
 ) -> tuple[np.ndarray, np.ndarray]:
     """Look up each event of a split in TGB's pickled ``{(src, dst, t): negatives}`` (0-based ids) and shift +1."""
-    with pkl.open("rb") as handle:
-        table = pickle.load(handle)  # the user's own TGB file; pickle is TGB's format
+    try:
+        with pkl.open("rb") as handle:
+            table, problem = pickle.load(handle), ""  # the user's own TGB file; pickle is TGB's format
+    except Exception as exc:  # a truncated or foreign file: name it
+        table, problem = None, f"{type(exc).__name__}: {exc}"
+    if problem:  # raised outside the except: the launcher shows the innermost of chained errors
+        raise TemporalFormatError(f"{pkl}: not a readable pickle of TGB negatives ({problem})")
     if not isinstance(table, dict):
         raise TemporalFormatError(f"{pkl}: expected a pickled dict (src, dst, t) -> ndarray, found {type(table)}")
-    keys = list(zip((raw.src[rows] - 1).tolist(), (raw.dst[rows] - 1).tolist(), raw.t[rows].astype(np.int64).tolist()))
+    t = raw.t[rows]
+    fraction = np.flatnonzero(t != np.floor(t))
+    if fraction.size:  # TGB keys negatives by integer timestamps: a truncated t could find another event's row
+        i = int(fraction[0])
+        raise TemporalFormatError(
+            f"{raw.source}: line {lines[rows[i]]}: expected an integer timestamp (TGB keys its negatives by (src, dst, "
+            f"int t)), found {t[i].item()!r}"
+        )
+    keys = list(zip((raw.src[rows] - 1).tolist(), (raw.dst[rows] - 1).tolist(), t.astype(np.int64).tolist()))
     values = [table.get(k) for k in keys]
     missing = [i for i, v in enumerate(values) if v is None]
     if missing:
@@ -113,7 +127,14 @@ def _tgb_negatives(
             f"{pkl}: expected negatives for every {split} event, found {len(missing)} of {len(keys)} keys missing; "
             f"first missing key (src, dst, t) = {keys[i]} (TGB 0-based ids) from {raw.source} line {lines[rows[i]]}"
         )
-    arrays = [np.asarray(v, dtype=np.int64).ravel() for v in values]
+    arrays = [np.asarray(v).ravel() for v in values]
+    wrong = next((i for i, a in enumerate(arrays) if a.size and a.dtype.kind not in "iu"), None)
+    if wrong is not None:  # int64 casting would truncate 3.7 to node 3
+        raise TemporalFormatError(
+            f"{pkl}: key {keys[wrong]}: expected integer node ids, found dtype {arrays[wrong].dtype} "
+            f"({arrays[wrong][:3].tolist()} ...)"
+        )
+    arrays = [a.astype(np.int64) for a in arrays]
     lengths = np.array([len(a) for a in arrays], dtype=np.int64)
     k_max = max(int(lengths.max()), 1)
     flat = np.concatenate(arrays) + 1 if arrays else np.zeros(0, dtype=np.int64)
@@ -159,10 +180,9 @@ def read_tgb(
     files = tgb_negative_files(path.parent, name)
     for code, split in enumerate(_SPLITS, start=1):
         if split not in files:
-            warnings.warn(
+            say(
                 f"{path.parent}: no {name}_{split}_ns[_v2].pkl; {split} negatives are sampled by the datamodule "
-                "instead of TGB's fixed ones",
-                stacklevel=2,
+                "instead of TGB's fixed ones"
             )
             continue
         rows = np.flatnonzero(raw.split == code)
@@ -193,10 +213,14 @@ def read_tgbseq(path: str | Path, *, name: str | None = None, sort: bool = False
     if not path.is_file():
         raise missing_file(path, "TGB-Seq csv")
     display = str(path)
-    tab = _read_table(path.read_bytes(), display, header_lines=1)
+    tab = _read_table(path.read_bytes(), display, header_lines=1, layout="src,dst,time,split")
     if tab.frame.shape[1] != 4:
         raise TemporalFormatError(
             f"{display}: line 2: expected 4 fields (src,dst,time,split), found {tab.frame.shape[1]}"
+        )
+    if [h.replace(" ", "").lower() for h in tab.header] != ["src", "dst", "time", "split"]:  # columns by name
+        raise TemporalFormatError(
+            f"{display}: line 1: expected the header 'src,dst,time,split', found {','.join(tab.header)!r}"
         )
     src = _numeric(tab, 0, "src", integer=True, minimum=0)
     dst = _numeric(tab, 1, "dst", integer=True, minimum=0)
@@ -225,9 +249,11 @@ def read_tgbseq(path: str | Path, *, name: str | None = None, sort: bool = False
         file_rank = file_rank[perm]
     ns_path = path.with_name(f"{path.stem}_test_ns.npy")
     if not ns_path.is_file():
-        warnings.warn(f"{ns_path}: not found; test negatives are sampled by the datamodule", stacklevel=2)
+        say(f"{ns_path}: not found; test negatives are sampled by the datamodule")
         return raw
-    neg = np.load(ns_path, allow_pickle=False)
+    neg = load_npy(ns_path)
+    if neg.size and neg.dtype.kind not in "iu":  # int64 casting would truncate 3.7 to node 3
+        raise TemporalFormatError(f"{ns_path}: expected integer node ids, found dtype {neg.dtype}")
     n_test = int((split == 2).sum())
     if neg.ndim != 2 or neg.shape[0] != n_test:
         raise TemporalFormatError(

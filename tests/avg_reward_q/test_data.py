@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -104,7 +105,7 @@ def test_malformed_npz_names_the_file(tmp_path: Path) -> None:
     """Not an archive, or a single .npy array under an .npz name: ValueError naming the file, at construction."""
     junk = tmp_path / "junk.npz"
     junk.write_bytes(b"not a zip")
-    with pytest.raises(ValueError, match="junk.npz: not a readable .npz"):
+    with pytest.raises(ValueError, match=r"junk.npz: not an \.npz archive \(no zip header\)"):
         TabularMDPDataModule(path=str(junk))
     single = tmp_path / "single.npz"
     with single.open("wb") as handle:
@@ -187,3 +188,73 @@ def test_reward_noise() -> None:
     assert torch.equal(a[..., [0, 1, 3]], b[..., [0, 1, 3]])
     noise = b[..., 2] - a[..., 2]
     assert abs(float(noise.std()) - 0.5) < 0.02 and abs(float(noise.mean())) < 0.02
+
+
+@pytest.mark.parametrize(
+    ("arrays", "message"),
+    [({"P": "bool"}, r"key 'P' has dtype bool; expected an array of real numbers"),
+     ({"R": "str"}, r"key 'R' has dtype <U\d+; expected an array of real numbers"),
+     ({"R": "complex"}, r"key 'R' has dtype complex128; expected an array of real numbers"),
+     ({"pib": "extra"}, r"unknown key\(s\) \['pib'\]; expected P .*, R .* and optional pi_b"),
+     ({"P": "empty"}, r"key 'P' has shape \(0, 2, 0\); expected at least one state and one action")],
+    ids=["bool_P", "string_R", "complex_R", "misspelt_pi_b", "no_states"],
+)  # fmt: skip
+def test_npz_arrays_that_would_be_coerced_or_ignored_are_an_error(tmp_path: Path, arrays: dict, message: str) -> None:
+    """Catches np.asarray(x, float64) silently reading bools as 0/1, strings such as '0.5' as numbers and complex
+    values without their imaginary part, and a misspelt pi_b key silently ignored (a uniform behaviour instead)."""
+    P, R = random_mdp(2, 2, 0.5, 0)
+    det = np.zeros((2, 2, 2), dtype=bool)
+    det[:, :, 0] = True
+    blob = {"P": P, "R": R}
+    for key, kind in arrays.items():
+        blob[key] = {"bool": det, "str": R.astype(str), "complex": R + 0j, "extra": np.full((2, 2), 0.5),
+                     "empty": np.zeros((0, 2, 0))}[kind]  # fmt: skip
+    with pytest.raises(ValueError, match=r"m\.npz: " + message):
+        load_npz(_write(tmp_path / "m.npz", **blob))
+
+
+def test_file_decisions_over_the_config_are_said(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Catches S/A silently taken from the file (or from_arrays' arrays) over the config, and behaviour=uniform
+    silently following pi_b."""
+    P, R = random_mdp(3, 2, 0.5, 0)
+    path = save_npz(str(tmp_path / "mdp.npz"), P, R, np.tile([0.8, 0.2], (3, 1)))
+    dm = TabularMDPDataModule(path=path, S=6, A=2, n_replicas=1, steps=10)
+    assert "holds S=3 states and A=2 actions; --data.init_args.S=6, A=2 do not apply" in capsys.readouterr().err
+    dm.setup()
+    assert "behaviour follows the file's pi_b (--data.init_args.behaviour=uniform" in capsys.readouterr().err
+    TabularMDPDataModule(path=path, S=3, A=2, behaviour="file", n_replicas=1, steps=10).setup()
+    assert capsys.readouterr().err == ""
+    assert TabularMDPDataModule.from_arrays(P, R, S=4, n_replicas=1).n_states == 3
+    assert "from_arrays: the arrays have S=3; S=4 does not apply" in capsys.readouterr().err
+
+
+def test_gymnasium_next_state_is_not_coerced() -> None:
+    """Catches int(next_state) truncating 1.7 to 1, and an out-of-range state as an IndexError."""
+    for nxt in (1.7, 2, True):
+        with pytest.raises(ValueError, match=rf"P\[0\]\[0\] has next state {nxt!r}; expected an integer state in 0..1"):
+            from_gymnasium_P({0: {0: [(1.0, nxt, 0.0, False)]}, 1: {0: [(1.0, 0, 0.0, False)]}})
+    with pytest.raises(ValueError, match=r"from_mdptoolbox: key 'P' has dtype bool"):
+        from_mdptoolbox(np.ones((1, 2, 2), dtype=bool), np.zeros((2, 1)))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [({"S": 0}, "--data.init_args.S=0: expected an integer >= 1"),
+     ({"A": 1.5}, "--data.init_args.A=1.5: expected an integer >= 1"),
+     ({"dirichlet_alpha": 0.0}, "--data.init_args.dirichlet_alpha=0.0: expected a finite number > 0"),
+     ({"mdp_seed": -1}, "--data.init_args.mdp_seed=-1: expected an integer >= 0"),
+     ({"min_gap": -0.5}, "--data.init_args.min_gap=-0.5: expected a finite number >= 0"),
+     ({"reward_noise_std": -1.0}, "--data.init_args.reward_noise_std=-1.0: expected a finite number >= 0"),
+     ({"behaviour": "greedy"}, "--data.init_args.behaviour='greedy': expected one of 'uniform', 'eps_greedy', "),
+     ({"epsilon": 1.5}, "--data.init_args.epsilon=1.5: expected a number in [0, 1]"),
+     ({"n_replicas": 0}, "--data.init_args.n_replicas=0: expected an integer >= 1"),
+     ({"steps": 0}, "--data.init_args.steps=0: expected an integer >= 1"),
+     ({"chunk_len": -5}, "--data.init_args.chunk_len=-5: expected an integer >= 1"),
+     ({"base_seed": -2}, "--data.init_args.base_seed=-2: expected an integer >= 0"),
+     ({"start_state": 6}, "--data.init_args.start_state=6: expected an integer in [0, 5]"),
+     ({"ref_action": 2}, "--data.init_args.ref_action=2: expected an integer in [0, 1]")],
+)  # fmt: skip
+def test_values_checked_at_construction(kwargs: dict, message: str) -> None:
+    """Each value is checked in __init__ with the option's name and the expectation (formerly 'impossible value')."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        TabularMDPDataModule(**kwargs)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import re
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,54 @@ def test_span_logger_reference_and_errors() -> None:
         SpanSeminormLogger(grid="log")
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [({"stepsize": "fast", "algorithm": "rvi_q"}, "--model.init_args.stepsize='fast': expected one of 'adaptive', "),
+     ({"alpha": 0.0}, "--model.init_args.alpha=0.0: expected a finite number > 0"),
+     ({"h": -1.0}, "--model.init_args.h=-1.0: expected a finite number >= 0"),
+     ({"algorithm": "universal", "universal_alpha": 0.0},
+      "--model.init_args.universal_alpha=0.0: expected a finite number > 0"),
+     ({"centering": "median"}, "--model.init_args.centering='median': expected one of 'none', 'mean', 'ref'"),
+     ({"rvi_f": "max"}, "--model.init_args.rvi_f='max': expected one of 'ref', 'mean'"),
+     ({"eta": 0.0}, "--model.init_args.eta=0.0: expected a finite number > 0"),
+     ({"gamma": 1.5}, "--model.init_args.gamma=1.5: expected a number in [0, 1)"),
+     ({"q0": float("nan")}, "--model.init_args.q0=nan: expected a finite number"),
+     ({"n_replicas": 0}, "--model.init_args.n_replicas=0: expected an integer >= 1"),
+     ({"n_states": 2.5}, "--model.init_args.n_states=2.5: expected an integer >= 1"),
+     ({"ref_action": 2}, "--model.init_args.ref_action=2: expected an integer in [0, 1]")],
+)  # fmt: skip
+def test_module_values_checked_at_construction(kwargs: dict, message: str) -> None:
+    """Each value is checked under its own flag (issue #19): the universal α is no longer reported as 'alpha'."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        AverageRewardQLearning(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [({"reference": "Q"}, "SpanSeminormLogger.reference='Q': expected one of 'Q*', 'Qbar'"),
+     ({"grid": "log"}, "SpanSeminormLogger.grid='log': expected one of 'geometric', 'linear'"),
+     ({"n_points": 1}, "SpanSeminormLogger.n_points=1: expected an integer >= 2"),
+     ({"k_min": 0}, "SpanSeminormLogger.k_min=0: expected an integer >= 1"),
+     ({"k_min": 100, "k_max": 50}, "SpanSeminormLogger.k_max=50: expected an integer >= 100")],
+)  # fmt: skip
+def test_span_logger_values_checked_at_construction(kwargs: dict, message: str) -> None:
+    """Formerly n_points, k_min and k_max were checked only in setup, after the data was built."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        SpanSeminormLogger(**kwargs)
+
+
+def test_span_logger_says_when_its_grid_shrinks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Catches k_min silently clipped to a derived k_max, and grid points silently merged by rounding."""
+    dm = TabularMDPDataModule(n_replicas=2, steps=60, chunk_len=30)
+    module = AverageRewardQLearning(n_replicas=2)
+    logger = SpanSeminormLogger(n_points=40, k_min=100)
+    _trainer(tmp_path, [logger]).fit(module, datamodule=dm)
+    err = capsys.readouterr().err
+    assert "SpanSeminormLogger.k_min=100 is beyond the run's 60 transitions" in err
+    assert "SpanSeminormLogger.n_points=40: 1 distinct transition counts in [60, 60]" in err
+    assert logger.curve["k"] == [60.0]
+
+
 def test_module_init_errors() -> None:
     with pytest.raises(ValueError, match="stepsize"):
         AverageRewardQLearning(algorithm="adaptive", stepsize="universal")
@@ -65,7 +114,7 @@ def test_module_init_errors() -> None:
         AverageRewardQLearning(algorithm="sarsa")
     with pytest.raises(ValueError, match="ref_state"):
         AverageRewardQLearning(ref_state=6)
-    with pytest.raises(ValueError, match=r"--model.init_args.alpha=-1.0: expected > 0"):
+    with pytest.raises(ValueError, match=r"--model.init_args.alpha=-1.0: expected a finite number > 0"):
         AverageRewardQLearning(alpha=-1.0)
     with pytest.raises(ValueError, match=r"--model.init_args.gamma=1.0"):
         AverageRewardQLearning(algorithm="discounted_q", gamma=1.0)

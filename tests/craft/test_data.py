@@ -313,6 +313,7 @@ def test_tgb_string_ids_and_pickled_negatives(tmp_path: Path) -> None:
 def test_tgb_wiki_jodie_layout_and_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Catches tgbl-wiki keys off by one (TGB items are item + max(user) + 1, 0-based) and a cache that re-parses."""
     frame = _jodie_rows(40, n_feat=3)
+    frame["ts"] = np.floor(frame.ts)  # TGB keys negatives by integer t (tgbl-wiki's times are whole seconds)
     folder = tmp_path / "tgbl_wiki"
     _write(folder / "tgbl-wiki_edgelist_v2.csv", _jodie_text(frame))
     q_val, q_test = np.quantile(frame.ts, [0.7, 0.85])
@@ -370,14 +371,33 @@ def _malformed(tmp_path: Path, case: str) -> tuple[str, dict]:
             parts = lines[6].split(",")
             parts[2] = "-1.0"
             lines[6] = ",".join(parts)
-        case "dyglib_idx" | "dyglib_npy":
+        case "no_header":
+            lines = lines[1:]
+        case "dyglib_idx" | "dyglib_npy" | "dyglib_nan" | "dyglib_bool" | "dyglib_junk":
             ml = pd.DataFrame({"u": good.u + 1, "i": good.i + 10, "ts": good.ts, "label": good.label})
             ml["idx"] = np.arange(1, 13)
             if case == "dyglib_idx":
                 ml.loc[5, "idx"] = 99
             ml.to_csv(tmp_path / "ml_bad.csv")
-            np.save(tmp_path / "ml_bad.npy", np.zeros((12 if case == "dyglib_npy" else 13, 4)))
+            feat = np.zeros((12 if case == "dyglib_npy" else 13, 4))
+            feat[3, 2] = np.nan if case == "dyglib_nan" else 0.0
+            np.save(tmp_path / "ml_bad.npy", feat.astype(bool) if case == "dyglib_bool" else feat)
+            if case == "dyglib_junk":
+                (tmp_path / "ml_bad.npy").write_bytes(b"junk")
             return str(tmp_path / "ml_bad.csv"), {}
+        case "tgb_float_neg" | "tgb_junk_pkl" | "tgb_fraction_t":
+            folder, _, info = _tgb_coin(tmp_path)
+            pkl = folder / "tgbl-coin_test_ns.pkl"
+            if case == "tgb_float_neg":
+                pkl.write_bytes(pickle.dumps({k: v + 0.5 for k, v in info["test"].items()}))
+            elif case == "tgb_junk_pkl":
+                pkl.write_bytes(b"junk")
+            else:
+                csv = folder / "tgbl-coin_edgelist_v2.csv"
+                rows = csv.read_text().splitlines()
+                rows[-1] = rows[-1].replace(rows[-1].split(",")[0], rows[-1].split(",")[0] + ".5", 1)
+                csv.write_text("\n".join(rows) + "\n")
+            return str(folder / "tgbl-coin_edgelist_v2.csv"), {}
         case "tgb_mixed":
             folder, _, _ = _tgb_coin(tmp_path, suffix="_v2")
             (folder / "tgbl-coin_test_ns.pkl").write_bytes((folder / "tgbl-coin_test_ns_v2.pkl").read_bytes())
@@ -385,17 +405,19 @@ def _malformed(tmp_path: Path, case: str) -> tuple[str, dict]:
         case "tgb_missing_key":
             folder, _, _ = _tgb_coin(tmp_path, drop_key=True)
             return str(folder / "tgbl-coin_edgelist_v2.csv"), {}
-        case "tgbseq_rows" | "tgbseq_range" | "tgbseq_split":
+        case "tgbseq_rows" | "tgbseq_range" | "tgbseq_split" | "tgbseq_float" | "tgbseq_header":
             frame = pd.DataFrame({"src": np.arange(20) % 5, "dst": 5 + np.arange(20) % 7, "time": np.arange(20)})
             frame["split"] = [0] * 14 + [1] * 3 + [2] * 3
             if case == "tgbseq_split":
                 frame.loc[7, "split"] = 3
+            if case == "tgbseq_header":  # the columns in another order: read by position, src and dst would swap
+                frame = frame[["dst", "src", "time", "split"]]
             frame.to_csv(tmp_path / "bad.csv", index=False)
             negs = np.ones((4 if case == "tgbseq_rows" else 3, 100), dtype=np.int64)
             if case == "tgbseq_range":
                 negs[1, 7] = 12  # max id is 11
-            np.save(tmp_path / "bad_test_ns.npy", negs)
-            return str(tmp_path / "bad.csv"), {}
+            np.save(tmp_path / "bad_test_ns.npy", negs + 0.5 if case == "tgbseq_float" else negs)
+            return str(tmp_path / "bad.csv"), {"fmt": "tgbseq"} if case == "tgbseq_header" else {}
     return str(_write(tmp_path / "bad.csv", "\n".join(lines) + "\n")), {}
 
 
@@ -411,12 +433,28 @@ MALFORMED = {
     "tgbseq_rows": "3 rows",
     "tgbseq_range": "row 2, column 8",
     "tgbseq_split": "line 9",
+    # issue #19: formerly silent changes
+    "no_header": "line 1: expected the header (user_id,item_id,timestamp,state_label,features...), found a data row",
+    "dyglib_nan": "ml_bad.npy: row 3, column 3: expected a finite feature, found",
+    "dyglib_bool": "ml_bad.npy: expected real-valued features, found dtype bool",
+    "dyglib_junk": "ml_bad.npy: not a readable .npy edge-feature array",
+    "tgb_float_neg": "expected integer node ids, found dtype float64",
+    "tgb_junk_pkl": "tgbl-coin_test_ns.pkl: not a readable pickle of TGB negatives",
+    "tgb_fraction_t": "line 61: expected an integer timestamp",
+    "tgbseq_float": "bad_test_ns.npy: expected integer node ids, found dtype float64",
+    "tgbseq_header": "line 1: expected the header 'src,dst,time,split', found 'dst,src,time,split'",
 }
 
 
 @pytest.mark.parametrize("case", sorted(MALFORMED))
 def test_malformed_input_raises_temporal_format_error(tmp_path: Path, case: str) -> None:
-    """Catches silently accepted malformed files; the message names the file and the line (or row)."""
+    """Catches silently accepted malformed files; the message names the file and the line (or row).
+
+    Issue #19's formerly silent cases: a file without its header line lost its first event (line 1 is skipped as the
+    header); a TGB-Seq file with its columns in another order was read by position; NaN or bool edge features were
+    kept or cast to 0/1; float negatives (TGB pickles, TGB-Seq ``_test_ns.npy``) were truncated to node ids; a
+    fractional TGB timestamp was truncated to look up its negatives; a junk ``.npy``/``.pkl`` raised numpy's or
+    pickle's own error (a traceback)."""
     path, kwargs = _malformed(tmp_path, case)
     with pytest.raises(TemporalFormatError, match=re.escape(MALFORMED[case])) as err:
         read_temporal(path, **kwargs)
@@ -424,11 +462,11 @@ def test_malformed_input_raises_temporal_format_error(tmp_path: Path, case: str)
     assert isinstance(err.value, ValueError)
 
 
-def test_decreasing_time_is_sorted_when_asked(tmp_path: Path) -> None:
-    """Catches `sort=True` silently ignored, or an unstable sort of the repaired stream."""
+def test_decreasing_time_is_sorted_when_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Catches `sort=True` silently ignored, or an unstable sort of the repaired stream; the sort is said."""
     path, _ = _malformed(tmp_path, "decreasing_time")
-    with pytest.warns(UserWarning, match="stable-sorting"):
-        raw = read_temporal(path, sort=True)
+    raw = read_temporal(path, sort=True)
+    assert "1 decreasing timestamp(s), first at line 7" in capsys.readouterr().err
     assert (np.diff(raw.t) >= 0).all() and raw.t[0] == -1.0
 
 
@@ -519,6 +557,61 @@ def test_flag_validation() -> None:
     dm = TemporalLinkDataModule(path="/nonexistent.csv")
     with pytest.raises(RuntimeError, match="--data.init_args.path"):
         dm.oracle_scores(np.zeros(1, dtype=np.int64), np.zeros((1, 1), dtype=np.int64))
+
+
+def test_file_decisions_over_the_config_are_said(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Catches config values the data overrode without a word (issue #19): TGB-Seq's split column over val_ratio and
+    test_ratio, its shipped test negatives over num_eval_negatives/eval_negatives, and K capped by few destinations."""
+    frame = pd.DataFrame({"src": np.arange(20) % 5, "dst": 5 + np.arange(20) % 7, "time": np.arange(20)})
+    frame["split"] = [0] * 12 + [1] * 4 + [2] * 4  # the 70/15/15 time quantiles would give 14/3/3
+    frame.to_csv(tmp_path / "seq.csv", index=False)
+    np.save(tmp_path / "seq_test_ns.npy", np.ones((4, 100), dtype=np.int64))
+    path = str(tmp_path / "seq.csv")
+    dm = TemporalLinkDataModule(path=path, num_eval_negatives=5)
+    dm.setup()
+    err = capsys.readouterr().err
+    assert "seq.csv: the split comes from the file (train/val/test = 12/4/4 events); --data.init_args.val_ratio" in err
+    assert "seq.csv ships fixed test negatives (up to 100 per event); --data.init_args.eval_negatives=rnd, " in err
+    assert "num_eval_negatives=5 do not apply to test" in err
+    assert dm.stream.eval_neg["test"].shape == (4, 100) and dm.stream.eval_neg["val"].shape == (4, 5)
+    TemporalLinkDataModule(path=path, num_eval_negatives=50).setup()
+    err = capsys.readouterr().err
+    assert "num_eval_negatives=50: " in err and "val queries get at most 6 negatives" in err
+    (tmp_path / "seq_test_ns.npy").unlink()
+    TemporalLinkDataModule(path=path, num_eval_negatives=5).setup()
+    assert "seq_test_ns.npy: not found; test negatives are sampled by the datamodule" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [({"format": "csv"}, "--data.init_args.format='csv': expected one of 'auto', 'jodie', "),
+     ({"format": "jodie"}, "--data.init_args.format='jodie': expected auto when path is null (the generator)"),
+     ({"batch_size": 0}, "--data.init_args.batch_size=0: expected an integer >= 1"),
+     ({"eval_batch_size": 2.5}, "--data.init_args.eval_batch_size=2.5: expected an integer >= 1"),
+     ({"num_eval_negatives": 0}, "--data.init_args.num_eval_negatives=0: expected an integer >= 1"),
+     ({"val_ratio": 1.5}, "--data.init_args.val_ratio=1.5: expected a number in (0, 1)"),
+     ({"val_ratio": 0.6, "test_ratio": 0.5}, "--data.init_args.val_ratio=0.6: expected val_ratio + test_ratio=0.5 < 1"),
+     ({"inductive_ratio": 1.0}, "--data.init_args.inductive_ratio=1.0: expected a number in [0, 1)"),
+     ({"seed": -1}, "--data.init_args.seed=-1: expected an integer >= 0"),
+     ({"num_workers": -1}, "--data.init_args.num_workers=-1: expected an integer >= 0"),
+     ({"eval_negatives": "hist"}, "--data.init_args.eval_negatives='hist': expected one of 'rnd', 'hist_rnd'"),
+     ({"train_neg": "all"}, "--data.init_args.train_neg='all': expected one of 'train_dst', 'all_dst'"),
+     ({"seen_def": "pairs"}, "--data.init_args.seen_def='pairs': expected one of 'stream', 'trainval'"),
+     ({"mode": "chain"}, "--data.init_args.mode='chain': expected one of 'cluster', 'succ'"),
+     ({"p_repeat": 1.5}, "--data.init_args.p_repeat=1.5: expected a number in [0, 1]"),
+     ({"p_repeat": 1.5, "path": "x.csv"}, "--data.init_args.p_repeat=1.5: expected a number in [0, 1]"),
+     ({"n_users": -5}, "--data.init_args.n_users=-5: expected an integer >= 1"),
+     ({"n_events": 5}, "--data.init_args.n_events=5: expected an integer >= 10"),
+     ({"branching": 0}, "--data.init_args.branching=0: expected an integer in [1, 1000]"),
+     ({"recency": 0.0}, "--data.init_args.recency=0.0: expected a number in (0, 1]"),
+     ({"cluster_size": 30}, "--data.init_args.cluster_size=30: expected a divisor of n_items=1000"),
+     ({"zipf": -1.0}, "--data.init_args.zipf=-1.0: expected a finite number >= 0")],
+)  # fmt: skip
+def test_values_checked_at_construction(kwargs: dict, message: str) -> None:
+    """Each value is checked in __init__ naming its flag (issue #19), the generator's even with a path (a typo there
+    no longer passes silently); nothing is read or generated first."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        TemporalLinkDataModule(**kwargs)
 
 
 def test_sample_without_replacement_is_uniform() -> None:

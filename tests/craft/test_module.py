@@ -7,7 +7,7 @@ behaviour check: CRAFT beats EdgeBank's floor on unseen positives.
 
 from __future__ import annotations
 
-import warnings
+import re
 from pathlib import Path
 
 import numpy as np
@@ -42,10 +42,8 @@ def hand_stream(tmp_path: Path) -> TemporalLinkDataModule:
             (1, 4, 6.0, 1), (1, 5, 7.0, 1), (1, 2, 8.0, 2), (4, 3, 9.0, 2), (6, 7, 10.0, 2)]  # fmt: skip
     path = tmp_path / "hand.csv"
     path.write_text("src,dst,time,split\n" + "".join(f"{s},{d},{t},{p}\n" for s, d, t, p in rows))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # no _test_ns.npy: sampled negatives, with a warning
-        dm = TemporalLinkDataModule(path=str(path), format="tgbseq", num_eval_negatives=2)
-        dm.setup()
+    dm = TemporalLinkDataModule(path=str(path), format="tgbseq", num_eval_negatives=2)
+    dm.setup()  # no _test_ns.npy: sampled negatives, said on stderr
     return dm
 
 
@@ -230,3 +228,31 @@ def test_model_smaller_than_the_data_is_refused() -> None:
     model = CRAFTModule(num_nodes=10, dst_min=2, d=16, L=8, num_layers=1)
     with pytest.raises(ValueError, match="num_nodes=10"):
         _trainer().test(model, datamodule=dm, verbose=False)
+
+
+@pytest.mark.parametrize(
+    ("cls", "kwargs", "message"),
+    [(CRAFTModule, {"d": 0}, "--model.init_args.d=0: expected an integer >= 1"),
+     (CRAFTModule, {"L": 0}, "--model.init_args.L=0: expected an integer >= 1"),
+     (CRAFTModule, {"num_layers": -1}, "--model.init_args.num_layers=-1: expected an integer >= 1"),
+     (CRAFTModule, {"heads": 3}, "--model.init_args.d=64 must be divisible by --model.init_args.heads=3"),
+     (CRAFTModule, {"num_output_layer": 3}, "--model.init_args.num_output_layer=3: expected one of 1, 2"),
+     (CRAFTModule, {"ln_placement": "mid"}, "--model.init_args.ln_placement='mid': expected one of 'official', "),
+     (CRAFTModule, {"attn_dropout": 1.5}, "--model.init_args.attn_dropout=1.5: expected a number in [0, 1]"),
+     (CRAFTModule, {"elapsed_sentinel": float("inf")}, "--model.init_args.elapsed_sentinel=inf: expected a finite"),
+     (CRAFTModule, {"kv_path": "both"}, "--model.init_args.kv_path='both': expected one of 'auto', 'project', 'fold'"),
+     (CRAFTModule, {"id_space": "src"}, "--model.init_args.id_space='src': expected one of 'auto', 'dst_only', 'all'"),
+     (CRAFTModule, {"loss": "ce"}, "--model.init_args.loss='ce': expected one of 'bpr', 'bce'"),
+     (CRAFTModule, {"ap_reduction": "mean"}, "--model.init_args.ap_reduction='mean': expected one of 'batch_mean', "),
+     (CRAFTModule, {"lr": -1.0}, "--model.init_args.lr=-1.0: expected a finite number >= 0"),
+     (EdgeBankModule, {"memory": "window"}, "--model.init_args.memory='window': expected one of 'unlimited', "),
+     (EdgeBankModule, {"window_ratio": 0.0}, "--model.init_args.window_ratio=0.0: expected a number in (0, 1]"),
+     (TGNModule, {"input_dim": 0}, "--model.init_args.input_dim=0: expected an integer >= 1"),
+     (TGNModule, {"memory_dim": 0}, "--model.init_args.memory_dim=0: expected an integer >= 1"),
+     (TGNModule, {"num_neighbors": 0}, "--model.init_args.num_neighbors=0: expected an integer >= 1"),
+     (TGNModule, {"embedding_dim": 33}, "--model.init_args.embedding_dim=33: expected an even integer")],
+)  # fmt: skip
+def test_values_checked_at_construction(cls: type, kwargs: dict, message: str) -> None:
+    """Each value is checked in __init__ naming its flag (issue #19); TGN's input_dim 0 was silently read as 1."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        cls(num_nodes=10, **kwargs)

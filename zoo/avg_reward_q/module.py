@@ -41,6 +41,7 @@ from zoo.avg_reward_q.model import (
     diagnostics,
     summarise,
 )
+from zoo.core import checks
 from zoo.core.module import ZooModule
 
 KHook = Callable[["AverageRewardQLearning", int], None]
@@ -80,8 +81,9 @@ class AverageRewardQLearning(ZooModule):
                  centering: Centering = "none", ref_state: int = 0, ref_action: int = 0, rvi_f: RviF = "ref",
                  eta: float = 1.0, gamma: float = 0.99, q0: float = 0.0, n_states: int = 6, n_actions: int = 2,
                  n_replicas: int = 16) -> None:  # fmt: skip
-        if algorithm not in ALGORITHMS:
-            raise ValueError(f"--model.init_args.algorithm={algorithm!r}: expected one of {list(ALGORITHMS)}")
+        checks.choice(checks.model("algorithm"), algorithm, ALGORITHMS)
+        if stepsize is not None:
+            checks.choice(checks.model("stepsize"), stepsize, STEPSIZES)
         if algorithm in STEPSIZES:
             if stepsize not in (None, algorithm):
                 raise ValueError(f"--model.init_args.stepsize={stepsize!r} contradicts algorithm={algorithm!r} "
@@ -89,35 +91,37 @@ class AverageRewardQLearning(ZooModule):
             stepsize = algorithm
         elif stepsize is None:
             stepsize = "adaptive"
+        checks.positive(checks.model("alpha"), alpha)
+        checks.non_negative(checks.model("h"), h)
+        if universal_alpha is not None:
+            checks.positive(checks.model("universal_alpha"), universal_alpha)
+        checks.choice(checks.model("centering"), centering, ("none", "mean", "ref"))
+        checks.choice(checks.model("rvi_f"), rvi_f, ("ref", "mean"))
+        checks.positive(checks.model("eta"), eta)
+        checks.probability(checks.model("gamma"), gamma, open_high=True)
+        checks.number(checks.model("q0"), q0)
         for key, value in (("n_states", n_states), ("n_actions", n_actions), ("n_replicas", n_replicas)):
-            if int(value) < 1:
-                raise ValueError(f"--model.init_args.{key}={value}: expected >= 1")
-        if not 0 <= ref_state < n_states or not 0 <= ref_action < n_actions:
-            raise ValueError(f"--model.init_args.ref_state/ref_action=({ref_state},{ref_action}): outside the "
-                             f"{n_states}×{n_actions} table")  # fmt: skip
-        if universal_alpha is not None and not universal_alpha > 0:
-            raise ValueError(f"--model.init_args.universal_alpha={universal_alpha}: expected > 0 or null")
+            checks.integer(checks.model(key), value)
+        checks.integer(checks.model("ref_state"), ref_state, low=0, high=n_states - 1)
+        checks.integer(checks.model("ref_action"), ref_action, low=0, high=n_actions - 1)
         self.algorithm, self.stepsize = algorithm, stepsize
         self.n_states, self.n_actions, self.n_replicas = int(n_states), int(n_actions), int(n_replicas)
         self.q0 = float(q0)
         step_alpha = float(alpha)
         if stepsize == "universal":
             step_alpha = float(universal_alpha) if universal_alpha is not None else n_states * n_actions * alpha
-        #: The update's settings (QConfig validates alpha, h, centering, rvi_f, gamma).
-        try:
-            self.cfg = QConfig(
-                algorithm=algorithm,
-                stepsize=stepsize,
-                alpha=step_alpha,
-                h=float(h),
-                centering=centering,
-                ref=(int(ref_state), int(ref_action)),
-                rvi_f=rvi_f,
-                eta=float(eta),
-                gamma=float(gamma),
-            )
-        except ValueError as exc:
-            raise ValueError(f"--model.init_args.{exc}") from None
+        #: The update's settings (checked above, each under its own flag).
+        self.cfg = QConfig(
+            algorithm=algorithm,
+            stepsize=stepsize,
+            alpha=step_alpha,
+            h=float(h),
+            centering=centering,
+            ref=(int(ref_state), int(ref_action)),
+            rvi_f=rvi_f,
+            eta=float(eta),
+            gamma=float(gamma),
+        )
         super().__init__()
         self.automatic_optimization = False
         #: Ground truths of the datamodule (``setup``), for logging.

@@ -26,7 +26,8 @@ from typing import Any, ClassVar, Literal
 import torch
 from torch import Tensor
 
-from zoo.coop_se.sim import Algorithm, CoopBanditSim, LogArg, Selection, SnapshotDelay
+from zoo.coop_se.sim import Algorithm, CoopBanditSim, LogArg, Selection, SnapshotDelay, validate
+from zoo.core import checks
 from zoo.core.module import ZooModule
 
 #: Metrics logged every ``log_every_n_steps`` as ``train/*``; all metrics are logged as ``final/*`` at ``T``.
@@ -61,8 +62,8 @@ class CooperativeBanditModule(ZooModule):
                  n_replicas: int = 1, n_agents: int = 8, n_arms: int = 5, log_arg: LogArg = "mAT",
                  selection: Selection = "fewest_samples", own_delay: int = 1, bandwidth: int = 1,
                  snapshot_delay: SnapshotDelay = "diameter") -> None:  # fmt: skip
-        if rounds_per_step < 1:
-            raise ValueError(f"--model.init_args.rounds_per_step={rounds_per_step}: expected >= 1")
+        checks.integer(checks.model("rounds_per_step"), rounds_per_step)
+        validate(algorithm, n_replicas, n_agents, n_arms, c, log_arg, selection, own_delay, bandwidth, snapshot_delay)
         self.algorithm, self.c, self.rounds_per_step = algorithm, c, int(rounds_per_step)
         self.n_replicas, self.n_agents, self.n_arms = int(n_replicas), int(n_agents), int(n_arms)
         self.log_arg, self.selection, self.own_delay = log_arg, selection, int(own_delay)

@@ -46,6 +46,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from zoo.core import checks
+
 Algorithm = Literal["coop_se", "coop_se_congest", "coop_se_logrounds", "se", "no_comm", "flood_ucb", "consensus_ucb"]
 LogArg = Literal["mAT", "AT", "T"]
 Selection = Literal["fewest_samples", "round_robin_index"]
@@ -55,6 +57,21 @@ BLOCK = 1024
 #: Regret-curve points (log-spaced rounds in 1..T).
 N_CURVE = 50
 ALGORITHMS: tuple[str, ...] = Algorithm.__args__
+
+
+def validate(algorithm: Any, n_replicas: Any, n_agents: Any, n_arms: Any, c: Any, log_arg: Any, selection: Any,
+             own_delay: Any, bandwidth: Any, snapshot_delay: Any) -> None:  # fmt: skip
+    """Check the simulator's options, naming each ``--model.init_args`` flag (issue #19: before anything is built)."""
+    for key, value, allowed in (("algorithm", algorithm, ALGORITHMS), ("log_arg", log_arg, LogArg.__args__),
+                                ("selection", selection, Selection.__args__),
+                                ("snapshot_delay", snapshot_delay, SnapshotDelay.__args__)):  # fmt: skip
+        checks.choice(checks.model(key), value, allowed)
+    for key, value, low in (("n_replicas", n_replicas, 1), ("n_agents", n_agents, 1), ("n_arms", n_arms, 2),
+                            ("own_delay", own_delay, 1), ("bandwidth", bandwidth, 1)):  # fmt: skip
+        checks.integer(checks.model(key), value, low)
+    checks.positive(checks.model("c"), c)
+    if algorithm == "coop_se_congest" and own_delay != 1:
+        raise ValueError(f"--model.init_args.own_delay={own_delay}: coop_se_congest supports own_delay=1 only")
 
 
 def noise_block(seed: int, replica: int, agent: int, arm: int, block: int, gaussian: bool) -> Tensor:
@@ -179,20 +196,7 @@ class CoopBanditSim(nn.Module):
                  c: float = 2.0, log_arg: str = "mAT", selection: str = "fewest_samples", own_delay: int = 1,
                  bandwidth: int = 1, snapshot_delay: str = "diameter") -> None:  # fmt: skip
         super().__init__()
-        checks = {"algorithm": (algorithm, ALGORITHMS), "log_arg": (log_arg, LogArg.__args__),
-                  "selection": (selection, Selection.__args__),
-                  "snapshot_delay": (snapshot_delay, SnapshotDelay.__args__)}  # fmt: skip
-        for key, (value, allowed) in checks.items():
-            if value not in allowed:
-                raise ValueError(f"--model.init_args.{key}={value!r}: expected one of {list(allowed)}")
-        for key, value, low in (("n_replicas", n_replicas, 1), ("n_agents", n_agents, 1), ("n_arms", n_arms, 2),
-                                ("own_delay", own_delay, 1), ("bandwidth", bandwidth, 1)):  # fmt: skip
-            if value < low:
-                raise ValueError(f"--model.init_args.{key}={value}: expected >= {low}")
-        if not c > 0:
-            raise ValueError(f"--model.init_args.c={c}: expected > 0")
-        if algorithm == "coop_se_congest" and own_delay != 1:
-            raise ValueError(f"--model.init_args.own_delay={own_delay}: coop_se_congest supports own_delay=1 only")
+        validate(algorithm, n_replicas, n_agents, n_arms, c, log_arg, selection, own_delay, bandwidth, snapshot_delay)
         self.algorithm, self.c, self.log_arg, self.selection = algorithm, float(c), log_arg, selection
         self.own_delay, self.bandwidth, self.snapshot_delay = int(own_delay), int(bandwidth), snapshot_delay
         R, m, A = n_replicas, n_agents, n_arms

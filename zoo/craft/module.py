@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from zoo.core import checks
 from zoo.core.datamodule import require
 from zoo.core.module import ZooModule
 from zoo.craft.edgebank import EdgeBank
@@ -68,6 +69,7 @@ class TemporalLinkModule(ZooModule):
         weight_decay: float = 0.0,
         pretrained: str | None = None,
     ) -> None:
+        checks.choice(checks.model("ap_reduction"), ap_reduction, ("batch_mean", "global"))
         if num_nodes is None or num_nodes < 2:
             raise ValueError(
                 f"--model.init_args.num_nodes={num_nodes}: expected the datamodule's node-id space (>= 2); "
@@ -284,10 +286,19 @@ class CRAFTModule(TemporalLinkModule):
         ap_reduction: Literal["batch_mean", "global"] = "batch_mean",
         pretrained: str | None = None,
     ) -> None:
+        for key, value in (("d", d), ("L", L), ("num_layers", num_layers), ("heads", heads)):
+            checks.integer(checks.model(key), value)
         if d % heads:
             raise ValueError(f"--model.init_args.d={d} must be divisible by --model.init_args.heads={heads}")
-        if L < 1:
-            raise ValueError(f"--model.init_args.L={L}: the window needs at least one slot")
+        checks.choice(checks.model("num_output_layer"), num_output_layer, (1, 2))
+        checks.choice(checks.model("ln_placement"), ln_placement, ("official", "post", "pre"))
+        for key, value in (("emb_dropout", emb_dropout), ("attn_dropout", attn_dropout),
+                           ("hidden_dropout", hidden_dropout)):  # fmt: skip
+            checks.probability(checks.model(key), value)
+        checks.number(checks.model("elapsed_sentinel"), elapsed_sentinel)
+        checks.choice(checks.model("kv_path"), kv_path, ("auto", "project", "fold"))
+        checks.choice(checks.model("id_space"), id_space, ("auto", "dst_only", "all"))
+        checks.choice(checks.model("loss"), loss, ("bpr", "bce"))
         if id_space == "dst_only" and dst_min is None:
             raise ValueError("--model.init_args.id_space=dst_only needs bipartite data (the datamodule found none)")
         self.id_space: Literal["dst_only", "all"] = (
@@ -381,8 +392,8 @@ class EdgeBankModule(TemporalLinkModule):
         window_ratio: float = 0.15,
         ap_reduction: Literal["batch_mean", "global"] = "batch_mean",
     ) -> None:
-        if not 0.0 < window_ratio <= 1.0:
-            raise ValueError(f"--model.init_args.window_ratio={window_ratio}: expected a fraction in (0, 1]")
+        checks.choice(checks.model("memory"), memory, ("unlimited", "time_window"))
+        checks.probability(checks.model("window_ratio"), window_ratio, open_low=True)
         self.memory, self.window_ratio = memory, window_ratio
         super().__init__(num_nodes=num_nodes, dst_min=dst_min, ap_reduction=ap_reduction)
 
@@ -505,6 +516,12 @@ class TGNModule(TemporalLinkModule):
         ap_reduction: Literal["batch_mean", "global"] = "batch_mean",
         pretrained: str | None = None,
     ) -> None:
+        checks.optional_integer(checks.model("input_dim"), input_dim)
+        for key, value in (("memory_dim", memory_dim), ("time_dim", time_dim), ("embedding_dim", embedding_dim),
+                           ("num_neighbors", num_neighbors)):  # fmt: skip
+            checks.integer(checks.model(key), value)
+        if embedding_dim % 2:
+            checks.fail(checks.model("embedding_dim"), embedding_dim, "an even integer (2 heads of embedding_dim // 2)")
         self._dims = {
             "msg_dim": input_dim or 1, "memory_dim": memory_dim, "time_dim": time_dim,
             "embedding_dim": embedding_dim, "num_neighbors": num_neighbors,
