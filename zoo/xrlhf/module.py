@@ -490,7 +490,7 @@ def forward_selection(module: Any, overrides: dict[str, Any]) -> None:
     if not overrides:
         return
     merged = {k: getattr(module, k) for k in ("selector", "k_cand", "tau", "pca_dim")} | overrides
-    check_selection(merged["selector"], merged["k_cand"], merged["pca_dim"])
+    check_selection(merged["selector"], merged["k_cand"], merged["pca_dim"], merged["tau"])
     for key, value in overrides.items():
         setattr(module, key, value)
         module.hparams[key] = value
