@@ -205,10 +205,9 @@ class UnlearningCallback(Callback):
         ):
             checks.choice(name(arg), value, options)
         for arg, value in (("rho", rho), ("gamma", gamma), ("l1_gamma0", l1_gamma0), ("scrub_alpha", scrub_alpha),
-                           ("scrub_gamma", scrub_gamma), ("rmu_alpha", rmu_alpha)):  # fmt: skip
+                           ("scrub_gamma", scrub_gamma), ("rmu_c", rmu_c), ("rmu_alpha", rmu_alpha)):  # fmt: skip
             checks.non_negative(name(arg), value)
-        checks.positive(name("scrub_temperature"), scrub_temperature)
-        checks.positive(name("rmu_c"), rmu_c)
+        checks.positive(name("scrub_temperature"), scrub_temperature)  # the logits are divided by it
         checks.probability(name("beta"), beta)
         checks.probability(name("salun_keep"), salun_keep, open_low=True)
         checks.integer(name("eval_every_n_epochs"), eval_every_n_epochs)

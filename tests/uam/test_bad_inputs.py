@@ -119,7 +119,7 @@ BAD_INPUTS = [
     ("lm_mink_k_0", fit(LM, "--model.init_args.mink_k=0"), "--model.init_args.mink_k=0.0: expected a number in (0, 1]"),
     ("lm_hidden_not_multiple_of_heads", fit(LM, "--model.init_args.hidden=66"),
      "--model.init_args.hidden=66: expected a multiple of --model.init_args.heads=4"),
-    ("lm_rmu_c_0", fit(LM, f"{CB}rmu_c=0"), "UnlearningCallback.rmu_c=0.0: expected a finite number > 0"),
+    ("lm_rmu_c_negative", fit(LM, f"{CB}rmu_c=-6.5"), "UnlearningCallback.rmu_c=-6.5: expected a finite number >= 0"),
     ("text_missing_file", lm_files(forget_corpus="nope.jsonl"),
      '{tmp}/nope.jsonl: no such file; expected a jsonl of texts ({"text": str} per line)'),
     ("text_empty_file", lm_files(retain_corpus="empty.jsonl"),

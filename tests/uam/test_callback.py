@@ -195,7 +195,7 @@ def test_callback_rejects_bad_settings_and_modules() -> None:
         ({"salun_keep": 0.0}, "UnlearningCallback.salun_keep=0.0: expected a number in (0, 1]"),
         ({"scrub_temperature": 0.0}, "UnlearningCallback.scrub_temperature=0.0: expected a finite number > 0"),
         ({"original_epochs": 2.5}, "UnlearningCallback.original_epochs=2.5: expected an integer >= 0"),
-        ({"rmu_c": float("nan")}, "UnlearningCallback.rmu_c=nan: expected a finite number > 0"),
+        ({"rmu_c": float("nan")}, "UnlearningCallback.rmu_c=nan: expected a finite number >= 0"),
     ],
 )
 def test_callback_values_are_checked_by_name(kwargs: dict, message: str) -> None:
