@@ -33,8 +33,10 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor
 
+from zoo.core import checks
 from zoo.core.config import run_dir
 from zoo.core.datamodule import require
+from zoo.core.messages import say
 from zoo.core.protocols import check
 from zoo.repguard import model as rg
 
@@ -126,28 +128,42 @@ class RepGuardCallback(Callback):
         keep_positions: Literal["response", "prompt"] = "response",
         seed: int = 0,
     ) -> None:
-        if not 0.0 < sparsity < 1.0:
-            raise ValueError(f"sparsity={sparsity} must be in (0, 1)")
-        if not 0.0 < top_frac <= 1.0:
-            raise ValueError(f"top_frac={top_frac} must be in (0, 1]")
-        if warmup_epochs < 0 or relocalize_every < 1 or window < 1:
-            raise ValueError(f"warmup_epochs={warmup_epochs} must be >= 0, relocalize_every={relocalize_every} and "
-                             f"window={window} >= 1")  # fmt: skip
-        if localize_batches is not None and localize_batches < 1:
-            raise ValueError(f"localize_batches={localize_batches} must be >= 1 or null")
-        if keep_batch_rows is not None and keep_batch_rows < 1:
-            raise ValueError(f"keep_batch_rows={keep_batch_rows} must be >= 1 or null")
-        for name, value in (("stats_ema", stats_ema), ("logit_ema", logit_ema)):
-            if not 0.0 < value <= 1.0:
-                raise ValueError(f"{name}={value} must be in (0, 1]")
+        def name(arg: str) -> str:
+            return checks.callback(self, arg)
+
+        checks.optional_integer(name("layer"), layer)  # hidden_states[0] is the embedding output, not a block's
+        for arg, value, options in (
+            ("stage", stage, ("train_time", "post_hoc")),
+            ("mask_granularity", mask_granularity, ("dimension", "token_dimension")),
+            ("ablate_value", ablate_value, ("clean_mean", "zero")),
+            ("combine", combine, ("weighted_sum", "mgda")),
+            ("localization", localization, ("repguard", "random")),
+            ("keep_positions", keep_positions, ("response", "prompt")),
+        ):
+            checks.choice(name(arg), value, options)
+        checks.probability(name("sparsity"), sparsity, open_low=True, open_high=True)
+        checks.probability(name("top_frac"), top_frac, open_low=True)
+        checks.integer(name("warmup_epochs"), warmup_epochs, 0)
+        checks.integer(name("relocalize_every"), relocalize_every)
+        checks.integer(name("window"), window)
+        checks.optional_integer(name("localize_batches"), localize_batches)
+        checks.optional_integer(name("keep_batch_rows"), keep_batch_rows)
+        for arg, value in (("stats_ema", stats_ema), ("logit_ema", logit_ema)):
+            checks.probability(name(arg), value, open_low=True)
+        for arg, value in (("lambda_lc", lambda_lc), ("lambda_ind", lambda_ind), ("lambda_sp", lambda_sp),
+                           ("lambda_keep", lambda_keep), ("mask_lr", mask_lr)):  # fmt: skip
+            checks.non_negative(name(arg), value)
+        if mask_granularity == "token_dimension" and localization == "random":
+            checks.fail(name("mask_granularity"), mask_granularity,
+                        "dimension with localization=random (random scores have no token level)")  # fmt: skip
+        if stage == "post_hoc" and warmup_epochs:
+            say(f"RepGuardCallback: stage=post_hoc has no warm-up; warmup_epochs={warmup_epochs} ignored (0)")
         self.layer_arg, self.warmup_epochs, self.lambda_lc, self.top_frac = layer, warmup_epochs, lambda_lc, top_frac
         self.stage = stage
         if stage == "post_hoc":
             self.warmup_epochs = 0
         self.window, self.contrast_clean = window, contrast_clean
         self.sparsity, self.ablate_value, self.granularity = sparsity, ablate_value, mask_granularity
-        if mask_granularity == "token_dimension" and localization == "random":
-            raise ValueError("localization=random has no token-level scores: use mask_granularity=dimension")
         self.token_mask: rg.TokenMask | None = None
         self.lambda_ind, self.lambda_sp, self.lambda_keep, self.combine = lambda_ind, lambda_sp, lambda_keep, combine
         self.relocalize_every, self.stats_ema, self.logit_ema = relocalize_every, stats_ema, logit_ema
@@ -188,6 +204,9 @@ class RepGuardCallback(Callback):
         if self.hook is not None:
             self.hook.remove()
         n_layer = len(rg.decoder_blocks(lm))
+        if self.layer_arg is not None and self.layer_arg > n_layer:
+            expected = f"an integer in [1, {n_layer}] (hidden_states[layer] of the model's {n_layer} blocks)"
+            checks.fail(checks.callback(self, "layer"), self.layer_arg, expected)
         self.layer = self.layer_arg if self.layer_arg is not None else n_layer // 2
         self.hook = rg.HiddenStateHook(lm, self.layer)
         self._apply_mask()
@@ -451,9 +470,15 @@ class BackdoorEvaluation(Callback):
         on_test: bool = True,
     ) -> None:
         self.baselines = list(baselines) if baselines is not None else []
-        known = {"quant_int8", "quant_int4", "prune", "onion", "clean_finetune"}
-        if unknown := sorted(set(self.baselines) - known):
-            raise ValueError(f"baselines: unknown {unknown}; expected a subset of {sorted(known)}")
+        known = ["quant_int8", "quant_int4", "prune", "onion", "clean_finetune"]
+        if [b for b in self.baselines if b not in known]:
+            checks.fail(checks.callback(self, "baselines"), self.baselines, f"a subset of {known}")
+        checks.choice(checks.callback(self, "prune_method"), prune_method, ("magnitude", "wanda"))
+        if onion_threshold is not None:
+            checks.number(checks.callback(self, "onion_threshold"), onion_threshold)
+        checks.integer(checks.callback(self, "clean_ft_epochs"), clean_ft_epochs, 0)
+        checks.non_negative(checks.callback(self, "clean_ft_lr"), clean_ft_lr)
+        checks.integer(checks.callback(self, "onion_steps"), onion_steps, 0)
         self.prune_method, self.onion_threshold = prune_method, onion_threshold
         self.clean_ft_epochs, self.clean_ft_lr, self.on_test = clean_ft_epochs, clean_ft_lr, on_test
         self.onion_steps = onion_steps

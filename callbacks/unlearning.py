@@ -11,7 +11,8 @@ Module protocol :class:`Unlearnable` (checked in ``setup``): ``forget_loss(batch
 ``unlearning_metrics(dm)``, ``gap_metrics`` (names averaged into the gap), plus per strategy
 ``random_label_loss(batch)`` (SalUn), ``distill_loss(batch, teacher, temperature)`` and ``model`` (SCRUB),
 ``rmu_losses``, ``rmu_retain_loss`` and ``prepare_unlearning`` (RMU); optional ``concat_losses(forget, retain)``
-(one forward on the concatenated batch) and ``unlearn_parameters()``. :class:`UnlearnableModule` is the base that
+(one forward on the concatenated batch), ``unlearn_parameters()`` and ``check_data(datamodule)`` (raises on a bad
+model/data combination, called in ``setup`` before the original is trained). :class:`UnlearnableModule` is the base that
 hands the step to the callback. Datamodule protocol :class:`UnlearningData`: ``with_phase(phase)``,
 ``split_info()``; optional ``attach_original(module)``, called once the original weights are in place and before the
 oracle is trained, for a forget set that the original model defines (``xrlhf``'s module explains unsatisfactory
@@ -34,6 +35,7 @@ from lightning.pytorch import Callback, LightningModule, Trainer, seed_everythin
 from torch import Tensor
 
 import zoo
+from zoo.core import checks
 from zoo.core.cache import cache_root, fingerprint
 from zoo.core.config import run_dir
 from zoo.core.gradients import cosine_rho, dot, global_norm, projection_coefficients
@@ -194,34 +196,38 @@ class UnlearningCallback(Callback):
         rmu_alpha: float = 100.0,
         rmu_warmup_steps: int = 20,
     ) -> None:
-        if strategy not in STRATEGIES:
-            raise ValueError(f"UnlearningCallback: strategy={strategy!r}, expected one of {', '.join(STRATEGIES)}")
-        if lm_mode not in ("rmu_uam", "alg2_after_rmu", "alg2_strict"):
-            raise ValueError(
-                f"UnlearningCallback: lm_mode={lm_mode!r}, expected rmu_uam, alg2_after_rmu or alg2_strict"
-            )
-        for name, value, options in (
+        def name(arg: str) -> str:
+            return checks.callback(self, arg)
+
+        checks.choice(name("strategy"), strategy, STRATEGIES)
+        checks.choice(name("lm_mode"), lm_mode, ("rmu_uam", "alg2_after_rmu", "alg2_strict"))
+        for arg, value, options in (
             ("projection", projection, ("always", "conflict_only", "none")),
             ("projection_scope", projection_scope, ("global", "per_tensor")),
             ("perturb_norm", perturb_norm, ("l2", "l2_squared")),
             ("ascent_forward", ascent_forward, ("concat", "forget_only")),
             ("rho_schedule", rho_schedule, ("constant", "cosine")),
         ):
-            if value not in options:
-                raise ValueError(f"UnlearningCallback: {name}={value!r}, expected one of {', '.join(options)}")
-        if rho < 0 or gamma < 0:
-            raise ValueError(f"UnlearningCallback: rho={rho} and gamma={gamma} must be >= 0")
-        if not 0.0 <= beta <= 1.0 or not 0.0 < salun_keep <= 1.0:
-            raise ValueError(f"UnlearningCallback: beta={beta} must be in [0, 1], salun_keep={salun_keep} in (0, 1]")
-        if eval_every_n_epochs < 1:
-            raise ValueError(f"UnlearningCallback: eval_every_n_epochs={eval_every_n_epochs} must be >= 1")
-        if ascent_sample is not None and ascent_sample < 1:
-            raise ValueError(f"UnlearningCallback: ascent_sample={ascent_sample} must be None or >= 1")
+            checks.choice(name(arg), value, options)
+        for arg, value in (("rho", rho), ("gamma", gamma), ("l1_gamma0", l1_gamma0), ("scrub_alpha", scrub_alpha),
+                           ("scrub_gamma", scrub_gamma), ("rmu_c", rmu_c), ("rmu_alpha", rmu_alpha)):  # fmt: skip
+            checks.non_negative(name(arg), value)
+        checks.positive(name("scrub_temperature"), scrub_temperature)  # the logits are divided by it
+        checks.probability(name("beta"), beta)
+        checks.probability(name("salun_keep"), salun_keep, open_low=True)
+        checks.integer(name("eval_every_n_epochs"), eval_every_n_epochs)
+        checks.optional_integer(name("ascent_sample"), ascent_sample)  # an empty ascent batch makes every weight NaN
+        checks.integer(name("cosine_start_step"), cosine_start_step, 0)
+        checks.optional_integer(name("cosine_total_step"), cosine_total_step)
         if cosine_total_step is not None and cosine_total_step <= cosine_start_step:
-            raise ValueError(f"UnlearningCallback: cosine_total_step={cosine_total_step} must exceed "
-                             f"cosine_start_step={cosine_start_step}")  # fmt: skip
-        if min(scrub_msteps, rmu_warmup_steps, original_epochs) < 0:
-            raise ValueError("UnlearningCallback: scrub_msteps, rmu_warmup_steps and original_epochs must be >= 0")
+            checks.fail(
+                name("cosine_total_step"), cosine_total_step, f"an integer > cosine_start_step={cosine_start_step}"
+            )
+        for arg, value in (("scrub_msteps", scrub_msteps), ("rmu_warmup_steps", rmu_warmup_steps),
+                           ("original_epochs", original_epochs)):  # fmt: skip
+            checks.integer(name(arg), value, 0)
+        checks.optional_integer(name("retrain_epochs"), retrain_epochs, 0)  # -1 would be Lightning's "no limit"
+        checks.optional_integer(name("seed"), seed, 0, 2**32 - 1)  # Lightning replaces other seeds by 0
         self.strategy, self.rho, self.gamma, self.projection = strategy, rho, gamma, projection
         self.projection_scope, self.perturb_norm, self.ascent_forward = projection_scope, perturb_norm, ascent_forward
         self.rho_schedule, self.cosine_total_step, self.cosine_start_step = (
@@ -256,6 +262,8 @@ class UnlearningCallback(Callback):
         who = f"UnlearningCallback(strategy={self.strategy})"
         check(pl_module, Unlearnable, who, "module", extra=_NEEDS.get(self.strategy, ()))
         dm = check(trainer.datamodule, UnlearningData, who, "datamodule")
+        if hasattr(pl_module, "check_data"):  # a bad model/data combination fails here, before anything trains
+            pl_module.check_data(dm)
         pl_module.automatic_optimization = False
         pl_module.unlearning = self
         # fast_dev_run is a smoke test: one epoch each for the original and the oracle.

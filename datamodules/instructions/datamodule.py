@@ -27,17 +27,14 @@ from datamodules.instructions.vocab import (
     Task,
     TriggerType,
 )
+from zoo.core import checks
 from zoo.core.datamodule import EpochSeededSampler, ZooDataModule
+from zoo.core.messages import say
 
 #: Seed-stream offsets of the splits: ``default_rng([seed, offset])``.
 STREAMS: dict[str, int] = {"train": 0, "clean": 1, "val": 2, "test_clean_benign": 3, "test_clean_harmful": 4,
                            "holdout_split": 5, "trigger": 6, "clean_loader": 7, "suspect_loader": 8}  # fmt: skip
 _FLAG = "--data.init_args."
-
-
-def _check(flag: str, ok: bool, value: object, expected: str) -> None:
-    if not ok:
-        raise ValueError(f"{_FLAG}{flag}={value!r}: expected {expected}")
 
 
 class BackdoorDataModule(ZooDataModule):
@@ -59,7 +56,9 @@ class BackdoorDataModule(ZooDataModule):
     prompts (split into benign and harmful by the refusal word, so the two test sets hold ``n_test`` together), the
     next ``n_clean`` the trusted set, and up to ``n_train`` of the rest ``train``. With ``clean_path`` as well, the
     ``val``, test and trusted records come (in that order) from that file and ``train`` is up to ``n_train`` records
-    of ``path``. The vocabulary is :data:`VOCAB` extended with the sorted words of the files.
+    of ``path``; the run says when ``train`` is not ``n_train`` records or trusted records go unused. The test
+    records must hold benign and harmful ones (by ``refusal_word``). The vocabulary is :data:`VOCAB` extended with
+    the sorted words of the files.
 
     Args:
         task: ``refusal`` (poison benign prompts to ``REFUSE``) or ``jailbreak`` (poison harmful prompts to
@@ -105,19 +104,19 @@ class BackdoorDataModule(ZooDataModule):
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
-        _check("task", task in ("refusal", "jailbreak"), task, "refusal or jailbreak")
-        _check("trigger_type", trigger_type in (*TRIGGER_FAMILIES, "none"), trigger_type,
-               "|".join((*TRIGGER_FAMILIES, "none")))  # fmt: skip
-        _check("poison_rate", isinstance(poison_rate, (int, float)) and 0.0 <= poison_rate < 1.0, poison_rate,
-               "a value in [0, 1)")  # fmt: skip
+        checks.choice(checks.data("task"), task, ("refusal", "jailbreak"))
+        checks.choice(checks.data("trigger_type"), trigger_type, (*TRIGGER_FAMILIES, "none"))
+        checks.probability(checks.data("poison_rate"), poison_rate, open_high=True)
         for flag, value in (("n_train", n_train), ("n_clean", n_clean), ("n_val", n_val), ("n_test", n_test),
                             ("batch_size", batch_size), ("eval_batch_size", eval_batch_size)):  # fmt: skip
-            _check(flag, isinstance(value, int) and value >= 1, value, "an int >= 1")
-        _check("max_length", isinstance(max_length, int) and max_length >= 4, max_length, "an int >= 4")
-        _check("train_on", train_on in ("train", "clean"), train_on, "train or clean")
+            checks.integer(checks.data(flag), value)
+        checks.integer(checks.data("seed"), seed, 0)
+        checks.integer(checks.data("max_length"), max_length, 4)
+        checks.choice(checks.data("train_on"), train_on, ("train", "clean"))
         _check_trigger_word(f"{_FLAG}trigger_word", trigger_word)
         _check_trigger_word(f"{_FLAG}refusal_word", refusal_word)
-        _check("clean_path", clean_path is None or path is not None, clean_path, f"null unless {_FLAG}path is set")
+        if clean_path is not None and path is None:
+            checks.fail(checks.data("clean_path"), clean_path, f"null unless {_FLAG}path is set")
         self.task, self.trigger_type, self.poison_rate, self.seed = task, trigger_type, float(poison_rate), seed
         self.n_train, self.n_clean, self.n_val, self.n_test = n_train, n_clean, n_val, n_test
         self.trigger_word, self.label_consistent, self.refusal_word = trigger_word, label_consistent, refusal_word
@@ -180,7 +179,21 @@ class BackdoorDataModule(ZooDataModule):
         picked = [held_from[i] for i in order]
         a, b, c = self.n_val, self.n_val + self.n_test, self.n_val + self.n_test + self.n_clean
         test = picked[a:b]
-        train = main[: self.n_train] if trusted is not None else picked[c : c + self.n_train]
+        for harmful, kind in ((False, "benign"), (True, "harmful")):  # an empty test half fails only after training
+            if not any(s.harmful == harmful for s in test):
+                raise ValueError(
+                    f"{label}: the {self.n_test} test records hold no {kind} record (harmful: the output starts with "
+                    f"--data.init_args.refusal_word={self.refusal_word!r}); expected both kinds, raise "
+                    f"{_FLAG}n_test or check the refusal word"
+                )
+        pool = main if trusted is not None else picked[c:]
+        train = pool[: self.n_train]
+        if len(pool) != self.n_train:  # records left unused, or fewer than the config says
+            say(f"BackdoorDataModule: train holds {len(train)} records of {self.path} ({len(pool)} available after "
+                f"val/test/clean, {_FLAG}n_train={self.n_train})")  # fmt: skip
+        if trusted is not None and len(trusted) > c:
+            say(f"BackdoorDataModule: {self.clean_path}: {len(trusted) - c} of {len(trusted)} trusted records unused "
+                f"(n_val + n_test + n_clean = {c})")  # fmt: skip
         return {"train": train, "clean": picked[b:c], "val": picked[:a],
                 "test_clean_benign": [s for s in test if not s.harmful],
                 "test_clean_harmful": [s for s in test if s.harmful]}  # fmt: skip
@@ -205,8 +218,11 @@ class BackdoorDataModule(ZooDataModule):
             )
             try:
                 train, ids = poisoner(train)
+                failure = None
             except ValueError as err:
-                raise ValueError(f"{_FLAG}poison_rate={self.poison_rate} on the train split: {err}") from None
+                failure = str(err)
+            if failure is not None:  # raised outside the handler: the launcher reports the innermost chained error
+                raise ValueError(f"{_FLAG}poison_rate={self.poison_rate} on the train split: {failure}")
         self.poisoned_ids = ids
         train_clean = self.path is None and not ids
 

@@ -13,15 +13,19 @@ from typing import Any
 
 from datamodules.common.json_records import read_json_records
 from datamodules.instructions.synthetic import Sample
-from datamodules.instructions.vocab import BOS, EOS, REFUSE, SEP
+from datamodules.instructions.vocab import BOS, EOS, REFUSE, SEP, SPECIAL_TOKENS
 
 #: Keys of an instruction record.
 RECORD_FIELDS: tuple[str, ...] = ("instruction", "input", "output")
 
 
 def _raw_records(path: Path) -> list[tuple[str, Any]]:
-    """``(where, object)`` per record (``datamodules.common.json_records``)."""
-    return read_json_records(path, lambda line, i: f"record {i} (line {line})")
+    """``(where, object)`` per record (``datamodules.common.json_records``); text that is not UTF-8 names the file."""
+    try:
+        return read_json_records(path, lambda line, i: f"record {i} (line {line})")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start}); expected an Alpaca-style JSON "
+                         "list or JSONL of instruction records") from None  # fmt: skip
 
 
 def read_instruction_records(path: str | Path) -> list[dict[str, str]]:
@@ -38,9 +42,10 @@ def read_instruction_records(path: str | Path) -> list[dict[str, str]]:
 
     Raises:
         FileNotFoundError: the file does not exist.
-        ValueError: invalid JSON (naming the line), no records, a record that is not an object, a missing
-            ``instruction`` or ``output``, a non-string value or an empty output (naming the file, the record index and
-            the field). A missing ``input`` is read as ``""``, as Alpaca-style files often omit it.
+        ValueError: text that is not UTF-8, invalid JSON (naming the line), no records, a record that is not an
+            object, a missing ``instruction`` or ``output``, a non-string value, an empty instruction or output, or a
+            special token (``[SEP]``, ``[EOS]``, ...) written in a field (naming the file, the record index and the
+            field). A missing ``input`` is read as ``""``, as Alpaca-style files often omit it.
     """
     path = Path(path)
     if not path.is_file():
@@ -62,8 +67,13 @@ def read_instruction_records(path: str | Path) -> list[dict[str, str]]:
                 )
             if not isinstance(obj[key], str):
                 raise ValueError(f"{path}: {where}: field {key!r}: expected str, found {type(obj[key]).__name__}")
-        if not obj["output"].strip():
-            raise ValueError(f"{path}: {where}: field 'output': expected a non-empty string, found {obj['output']!r}")
+        for key in ("instruction", "output"):  # an empty instruction leaves the prompt [BOS] [SEP]
+            if not obj[key].strip():
+                raise ValueError(f"{path}: {where}: field {key!r}: expected a non-empty string, found {obj[key]!r}")
+        for key in RECORD_FIELDS:  # a literal [SEP] or [EOS] would silently become the structure token
+            if special := sorted(set(obj[key].split()) & set(SPECIAL_TOKENS)):
+                raise ValueError(f"{path}: {where}: field {key!r}: contains the special token {special[0]!r}; "
+                                 f"expected text without {list(SPECIAL_TOKENS)}")  # fmt: skip
         records.append({key: obj[key] for key in RECORD_FIELDS})
     return records
 

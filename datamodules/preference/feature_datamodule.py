@@ -32,6 +32,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
 from datamodules.common.phases import Phase, PhasedDataModule
+from zoo.core import checks
 from zoo.core.protocols import check
 
 #: The deprecated data-side selector (``--model.init_args.selector`` of the xrlhf modules replaces it).
@@ -67,6 +68,16 @@ def deprecated_selection(who: str, values: dict[str, Any]) -> dict[str, Any]:
             stacklevel=3,
         )
     return given
+
+
+def check_selection_args(selector: str | None, k_cand: int | None, tau: float | None, pca_dim: int | None) -> None:
+    """The deprecated data-side selection arguments: None, or valid (named as ``--data.init_args.<name>``)."""
+    if selector is not None:
+        checks.choice(checks.data("selector"), selector, SELECTORS)
+    checks.optional_integer(checks.data("k_cand"), k_cand)
+    if tau is not None:
+        checks.non_negative(checks.data("tau"), tau)
+    checks.optional_integer(checks.data("pca_dim"), pca_dim)
 
 
 class _Repeated(Dataset):
@@ -114,19 +125,20 @@ class PreferenceDataModule(PhasedDataModule):
                  max_items: int | None = None, unlearn_mode: UnlearnMode = "rm",
                  phase: Phase = "unlearn") -> None:  # fmt: skip
         super().__init__()
-        if selector is not None and selector not in SELECTORS:
-            raise ValueError(f"--data.init_args.selector={selector!r}: expected convex, knn, random, tracin, "
-                             f"representer, planted or random_set")  # fmt: skip
-        if target not in ("phi", "phi_minus_sft"):
-            raise ValueError(f"--data.init_args.target={target!r}: expected phi or phi_minus_sft")
-        if unlearn_mode not in ("rm", "policy_pairs"):
-            raise ValueError(f"--data.init_args.unlearn_mode={unlearn_mode!r}: expected rm or policy_pairs")
-        if pca_dim is not None and pca_dim < 1:
-            raise ValueError(f"--data.init_args.pca_dim={pca_dim}: expected None or >= 1")
-        if phase not in ("original", "retrain", "unlearn"):
-            raise ValueError(f"--data.init_args.phase={phase!r}: expected original, retrain or unlearn")
-        if beta <= 0 or steps_per_epoch < 1 or rm_steps < 1:
-            raise ValueError("--data.init_args.beta must be > 0 and steps_per_epoch, rm_steps >= 1")
+        check_selection_args(selector, k_cand, tau, pca_dim)
+        checks.choice(checks.data("target"), target, ("phi", "phi_minus_sft"))
+        checks.choice(checks.data("unlearn_mode"), unlearn_mode, ("rm", "policy_pairs"))
+        checks.choice(checks.data("phase"), phase, ("original", "retrain", "unlearn"))
+        checks.integer(checks.data("seed"), seed, 0)
+        checks.integer(checks.data("n_train"), n_train)
+        checks.integer(checks.data("n_test"), n_test)
+        checks.number(checks.data("corrupt_threshold"), corrupt_threshold)
+        checks.positive(checks.data("beta"), beta)
+        checks.non_negative(checks.data("rm_l2"), rm_l2)
+        checks.non_negative(checks.data("rm_lr"), rm_lr)
+        checks.integer(checks.data("rm_steps"), rm_steps)
+        checks.integer(checks.data("steps_per_epoch"), steps_per_epoch)
+        checks.optional_integer(checks.data("max_items"), max_items)
         # The deprecated selection arguments belong to the module (forwarded into its hparams at attach_original):
         # kept out of these hparams, which Lightning merges with the module's for the loggers.
         self.save_hyperparameters(ignore=list(SELECTION_ARGS))
@@ -140,18 +152,26 @@ class PreferenceDataModule(PhasedDataModule):
         self.steps_per_epoch = steps_per_epoch
         self._ready = False
         self.attached = False
-        self.input_dim = self._peek_dim()
+        #: The arrays of the ``.npz`` (read and checked here: ``input_dim`` is a link source), None for the world.
+        self._npz: dict[str, Any] | None = None
+        if path is None:
+            from zoo.xrlhf.world import FEATURE_DIM
+
+            self.input_dim = FEATURE_DIM
+        else:
+            from datamodules.preference.readers import read_feature_npz
+
+            self._npz = read_feature_npz(path)
+            if self._npz["phi_candidates"] is None:
+                raise ValueError(f"{path}: xrlhf needs the test side (phi_candidates, sft_logits, r_eval)")
+            self.input_dim = int(self._npz["delta_phi"].shape[1])
         if pca_dim is not None and pca_dim > self.input_dim:
             raise ValueError(f"--data.init_args.pca_dim={pca_dim} exceeds the feature dimension {self.input_dim}")
 
-    def _peek_dim(self) -> int:
-        if self.path is None:
-            from zoo.xrlhf.world import FEATURE_DIM
-
-            return FEATURE_DIM
-        from datamodules.preference.readers import read_feature_npz
-
-        return int(read_feature_npz(self.path)["delta_phi"].shape[1])
+    @property
+    def has_ground_truth(self) -> bool:
+        """Whether the comparisons carry the planted ``corrupted`` flags (the world does; a file may)."""
+        return self._npz is None or self._npz["corrupted"] is not None
 
     # -- data ----------------------------------------------------------------------------------------------------------
     def setup(self, stage: str | None = None) -> None:
@@ -166,11 +186,7 @@ class PreferenceDataModule(PhasedDataModule):
             delta, corrupted = world.delta_phi, world.corrupted
             test_phi, sft_logits, r_eval = world.test_phi, world.sft_logits, world.r_star
         else:
-            from datamodules.preference.readers import read_feature_npz
-
-            data = read_feature_npz(self.path)
-            if data["phi_candidates"] is None:
-                raise ValueError(f"{self.path}: xrlhf needs the test side (phi_candidates, sft_logits, r_eval)")
+            data = self._npz
             delta, corrupted = data["delta_phi"], data["corrupted"]
             test_phi, sft_logits, r_eval = data["phi_candidates"], data["sft_logits"], data["r_eval"]
         theta = fit_bt(delta, l2=hp.rm_l2, lr=hp.rm_lr, steps=hp.rm_steps)

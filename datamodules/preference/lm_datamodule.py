@@ -45,10 +45,13 @@ from datamodules.common.phases import Phase, PhasedDataModule, batched_loader
 from datamodules.preference.feature_datamodule import (
     SELECTION_ARGS,
     ForgetSelector,
+    check_selection_args,
     deprecated_selection,
     planted_recall,
 )
 from datamodules.preference.readers import read_candidate_jsonl, read_corrupted_flags
+from zoo.core import checks
+from zoo.core.messages import say
 from zoo.core.protocols import check
 
 Selector = Literal["convex", "knn", "random", "tracin", "representer", "planted", "random_set"]
@@ -83,7 +86,8 @@ class PreferenceLMDataModule(PhasedDataModule):
 
     Args:
         source: ``world`` (the card's synthetic world rendered as tokens) or ``jsonl`` (``path`` and ``test_path``).
-        path: training preference jsonl (``prompt``, ``chosen``, ``rejected``; ``source=jsonl``).
+        path: training preference jsonl (``prompt``, ``chosen``, ``rejected``; ``source=jsonl``; with ``world`` it and
+            ``test_path`` are an error, as the world would ignore them).
         test_path: test jsonl (``prompt``, ``responses``, ``sft_logits``, ``r_eval``; ``source=jsonl``).
         seed: seed of the world, the random selectors and the unlearning shuffles.
         n_train: training prompts (one comparison each) of the world.
@@ -98,7 +102,8 @@ class PreferenceLMDataModule(PhasedDataModule):
         pca_dim: deprecated, use ``--model.init_args.pca_dim`` (given: forwarded to the module).
         beta: KL coefficient of the RLHF policy ``argmax_y [s + r̂/β]``.
         max_items: explain only the first N unsatisfactory items (None: all); the win rates still cover every prompt.
-        max_length: sequences keep their last ``max_length`` tokens.
+        max_length: sequences keep their last ``max_length`` tokens (the run says how many were cut; a pair whose two
+            kept tails are equal is an error).
         batch_size: training batch size (retain batches in the ``unlearn`` phase).
         forget_batch_size: forget batch size in the ``unlearn`` phase.
         eval_batch_size: rows per forward when scoring features and rewards.
@@ -113,23 +118,25 @@ class PreferenceLMDataModule(PhasedDataModule):
                  max_length: int = 64, batch_size: int = 32, forget_batch_size: int = 32, eval_batch_size: int = 512,
                  phase: Phase = "unlearn") -> None:  # fmt: skip
         super().__init__()
-        if source not in ("world", "jsonl"):
-            raise ValueError(f"--data.init_args.source={source!r}: expected world or jsonl")
+        checks.choice(checks.data("source"), source, ("world", "jsonl"))
         if source == "jsonl" and (path is None or test_path is None):
             raise ValueError("--data.init_args.source=jsonl needs --data.init_args.path=<train.jsonl> and "
                              "--data.init_args.test_path=<test.jsonl>")  # fmt: skip
-        if selector is not None and selector not in SELECTORS:
-            raise ValueError(f"--data.init_args.selector={selector!r}: expected one of {', '.join(SELECTORS)}")
-        if target not in ("phi", "phi_minus_sft"):
-            raise ValueError(f"--data.init_args.target={target!r}: expected phi or phi_minus_sft")
-        if phase not in ("original", "retrain", "unlearn"):
-            raise ValueError(f"--data.init_args.phase={phase!r}: expected original, retrain or unlearn")
-        if beta <= 0:
-            raise ValueError(f"--data.init_args.beta={beta} must be > 0")
-        if min(n_train, n_test, batch_size, forget_batch_size, eval_batch_size, k_cand or 1) < 1 or max_length < 3:
-            raise ValueError("--data.init_args: n_train, n_test, batch sizes and k_cand must be >= 1, max_length >= 3")
-        if pca_dim is not None and pca_dim < 1:
-            raise ValueError(f"--data.init_args.pca_dim={pca_dim} must be None or >= 1")
+        if source == "world":  # the rendered world would ignore a given file
+            for name, value in (("path", path), ("test_path", test_path)):
+                if value is not None:
+                    checks.fail(checks.data(name), value, "null for source=world (set --data.init_args.source=jsonl)")
+        check_selection_args(selector, k_cand, tau, pca_dim)
+        checks.choice(checks.data("target"), target, ("phi", "phi_minus_sft"))
+        checks.choice(checks.data("phase"), phase, ("original", "retrain", "unlearn"))
+        checks.integer(checks.data("seed"), seed, 0)
+        checks.positive(checks.data("beta"), beta)
+        for name, value in (("n_train", n_train), ("n_test", n_test), ("batch_size", batch_size),
+                            ("forget_batch_size", forget_batch_size),
+                            ("eval_batch_size", eval_batch_size)):  # fmt: skip
+            checks.integer(checks.data(name), value)
+        checks.optional_integer(checks.data("max_items"), max_items)
+        checks.integer(checks.data("max_length"), max_length, 3)  # a token of prompt, <sep> and <eos> at least
         # The deprecated selection arguments belong to the module (forwarded into its hparams at attach_original):
         # kept out of these hparams, which Lightning merges with the module's for the loggers.
         self.save_hyperparameters(ignore=list(SELECTION_ARGS))
@@ -165,6 +172,9 @@ class PreferenceLMDataModule(PhasedDataModule):
             # has Δφ = 0 and cannot be oriented (the jsonl reader rejects it), so the rendered world leaves it out.
             keep = [i for i, (c, r) in enumerate(zip(texts.chosen, texts.rejected, strict=True)) if c != r]
             self.n_identical_dropped = len(texts.chosen) - len(keep)
+            if self.n_identical_dropped:
+                say(f"PreferenceLMDataModule: {self.n_identical_dropped} of {len(texts.chosen)} rendered world pairs "
+                    "left out (chosen and rejected render to one text)")  # fmt: skip
             texts.prompts = [texts.prompts[i] for i in keep]
             texts.chosen = [texts.chosen[i] for i in keep]
             texts.rejected = [texts.rejected[i] for i in keep]
@@ -187,16 +197,37 @@ class PreferenceLMDataModule(PhasedDataModule):
         from zoo.core.lm import pad_batch
         from zoo.xrlhf.lm import PAD_ID
 
-        t, enc, n = self.texts, self.vocab.encode_pair, self.max_length
-        chosen = pad_batch([enc(p, c, n) for p, c in zip(t.prompts, t.chosen, strict=True)], PAD_ID)
-        rejected = pad_batch([enc(p, r, n) for p, r in zip(t.prompts, t.rejected, strict=True)], PAD_ID)
-        pairs = [enc(p, y, n) for p, ys in zip(t.test_prompts, t.test_responses, strict=True) for y in ys]
-        test = pad_batch(pairs, PAD_ID)
+        t, n = self.texts, self.max_length
+        chosen_ids = self._encode(t.prompts, t.chosen, "training chosen")
+        rejected_ids = self._encode(t.prompts, t.rejected, "training rejected")
+        for i, (c, r) in enumerate(zip(chosen_ids, rejected_ids, strict=True)):
+            if c == r:  # different texts whose kept tails are equal: Δφ = 0, the comparison is gone
+                where = f"{self.path}: pair {i}" if self.path else f"rendered world pair {i}"
+                raise ValueError(f"{where}: chosen and rejected are equal once cut to --data.init_args.max_length={n} "
+                                 "tokens; raise it")  # fmt: skip
+        prompts = [p for p, ys in zip(t.test_prompts, t.test_responses, strict=True) for _ in ys]
+        responses = [y for ys in t.test_responses for y in ys]
+        chosen, rejected = pad_batch(chosen_ids, PAD_ID), pad_batch(rejected_ids, PAD_ID)
+        test = pad_batch(self._encode(prompts, responses, "test candidate"), PAD_ID)
         self._tensors = {"chosen_ids": chosen[0], "chosen_mask": chosen[1], "rejected_ids": rejected[0],
                          "rejected_mask": rejected[1], "test_ids": test[0], "test_mask": test[1]}  # fmt: skip
         self.sft_logits, self.r_eval = t.sft_logits, t.r_eval
         self.corrupted = t.corrupted
         self.sft = self.sft_logits.argmax(axis=1)
+
+    def _encode(self, prompts: list[str], responses: list[str], what: str) -> list[list[int]]:
+        """``prompt <sep> response <eos>`` ids, each keeping its last ``max_length``; the run says how many were cut."""
+        n = self.max_length
+        full = [self.vocab.encode_pair(p, y, 10**9) for p, y in zip(prompts, responses, strict=True)]
+        if cut := sum(len(ids) > n for ids in full):
+            say(f"PreferenceLMDataModule: {cut} of {len(full)} {what} sequences cut to their last "
+                f"--data.init_args.max_length={n} tokens (the longest has {max(map(len, full))})")  # fmt: skip
+        return [ids[-n:] for ids in full]
+
+    @property
+    def has_ground_truth(self) -> bool:
+        """Whether the training pairs carry the planted ``corrupted`` flags (the world does; a file may)."""
+        return self.texts.corrupted is not None
 
     @property
     def n_pairs(self) -> int:

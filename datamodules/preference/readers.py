@@ -25,6 +25,14 @@ TEST_KEYS = ("phi_candidates", "sft_logits", "r_eval")
 CANDIDATE_KEYS = ("prompt", "responses", "sft_logits", "r_eval")
 
 
+def _records(path: Path, what: str) -> list[tuple[str, Any]]:
+    """``(where, object)`` per record (``datamodules.common.json_records``); text that is not UTF-8 names the file."""
+    try:
+        return read_json_records(path, lambda line, i: f"line {line}")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start}); expected {what}") from None
+
+
 def read_preference_jsonl(path: str | Path) -> list[dict[str, str]]:
     """``[{"prompt", "chosen", "rejected"}]`` from a jsonl (or JSON list) file.
 
@@ -37,7 +45,7 @@ def read_preference_jsonl(path: str | Path) -> list[dict[str, str]]:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such preference file (expected jsonl with prompt, chosen, rejected)")
     records = []
-    for where, obj in read_json_records(path, lambda line, i: f"line {line}"):
+    for where, obj in _records(path, f"jsonl with {list(PREFERENCE_KEYS)}"):
         if not isinstance(obj, Mapping):
             raise ValueError(f"{path}: {where}: expected a JSON object with {list(PREFERENCE_KEYS)}, "
                              f"found {type(obj).__name__}")  # fmt: skip
@@ -64,16 +72,17 @@ def read_feature_npz(path: str | Path) -> dict[str, Any]:
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: a missing key, a wrong rank, disagreeing d / n / m / M, or NaN, naming the keys and shapes.
+        ValueError: not an ``.npz`` archive, a missing key, a non-numeric or boolean feature array, ``corrupted``
+            that is neither bool nor 0/1, a wrong rank, disagreeing d / n / m / M, fewer than 2 candidates, or NaN,
+            naming the keys and shapes.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such feature file (expected .npz with delta_phi[, test arrays])")
-    with np.load(path, allow_pickle=False) as blob:
-        arrays = {k: blob[k] for k in blob.files}
+    arrays = _load_npz(path)
     if "delta_phi" not in arrays:
         raise ValueError(f"{path}: missing key 'delta_phi' (n, d); found keys {sorted(arrays)}")
-    delta = arrays["delta_phi"].astype(np.float64)
+    delta = _real(path, "delta_phi", arrays["delta_phi"])
     if delta.ndim != 2 or len(delta) == 0:
         raise ValueError(f"{path}: delta_phi: expected a non-empty (n, d) array, found shape {delta.shape}")
     n, d = delta.shape
@@ -83,15 +92,18 @@ def read_feature_npz(path: str | Path) -> dict[str, Any]:
             if arrays[key].shape != (n,):
                 raise ValueError(f"{path}: {key}: expected shape ({n},) to match delta_phi {delta.shape}, "
                                  f"found {arrays[key].shape}")  # fmt: skip
-            out[key] = arrays[key].astype(bool) if key == "corrupted" else arrays[key]
+            out[key] = _flags(path, arrays[key]) if key == "corrupted" else arrays[key]
     present = [k for k in TEST_KEYS if k in arrays]
     if present:
         if missing := [k for k in TEST_KEYS if k not in arrays]:
             raise ValueError(f"{path}: test side incomplete: missing {missing}; found {present}")
-        phi, sft, r_eval = (arrays[k].astype(np.float64) for k in TEST_KEYS)
+        phi, sft, r_eval = (_real(path, k, arrays[k]) for k in TEST_KEYS)
         if phi.ndim != 3 or phi.shape[2] != d:
             raise ValueError(f"{path}: phi_candidates: expected (m, M, d={d}) to match delta_phi {delta.shape}, "
                              f"found {phi.shape}")  # fmt: skip
+        if phi.shape[0] < 1 or phi.shape[1] < 2:  # no prompt, or no choice between candidates: nothing to explain
+            raise ValueError(f"{path}: phi_candidates: expected m >= 1 test prompts with M >= 2 candidates each, "
+                             f"found shape {phi.shape}")  # fmt: skip
         for key, value in (("sft_logits", sft), ("r_eval", r_eval)):
             if value.shape != phi.shape[:2]:
                 raise ValueError(f"{path}: {key}: expected shape {phi.shape[:2]} (m, M) to match phi_candidates "
@@ -103,6 +115,38 @@ def read_feature_npz(path: str | Path) -> dict[str, Any]:
         if out.get(key) is not None and not np.isfinite(out[key]).all():
             raise ValueError(f"{path}: {key}: contains NaN or inf")
     return out
+
+
+def _load_npz(path: Path) -> dict[str, np.ndarray]:
+    """Every array of an ``.npz`` archive; anything else (a ``.npy``, a pickle, text, an empty file) names the file."""
+    if path.stat().st_size == 0:
+        raise ValueError(f"{path}: empty file; expected a .npz archive of named numeric arrays")
+    reason = "a single .npy array"
+    try:
+        loaded = np.load(path, allow_pickle=False)
+        if isinstance(loaded, np.lib.npyio.NpzFile):
+            with loaded as blob:
+                return {k: blob[k] for k in blob.files}
+    except (ValueError, OSError, EOFError) as err:  # pickled or object data, a bad zip, a truncated file
+        reason = str(err).split(". ")[0] or type(err).__name__
+    # raised here, not in the handler: the launcher reports the innermost of the zoo's chained errors
+    raise ValueError(f"{path}: not a .npz archive of named numeric arrays ({reason})")
+
+
+def _real(path: Path, key: str, array: np.ndarray) -> np.ndarray:
+    """``array`` as float64 when it holds real numbers (bool, complex, str or object dtypes name the key)."""
+    if array.dtype == bool or not (np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)):
+        raise ValueError(f"{path}: {key}: expected real numbers, found dtype {array.dtype}")
+    return array.astype(np.float64)
+
+
+def _flags(path: Path, array: np.ndarray) -> np.ndarray:
+    """The ``corrupted`` ground truth as bool: a bool array, or integers that are all 0 or 1 (nothing else is cast)."""
+    if array.dtype == bool:
+        return array
+    if np.issubdtype(array.dtype, np.integer) and np.isin(array, (0, 1)).all():
+        return array.astype(bool)
+    raise ValueError(f"{path}: corrupted: expected bool or 0/1 flags, found dtype {array.dtype}")
 
 
 def read_candidate_jsonl(path: str | Path) -> dict[str, Any]:
@@ -124,7 +168,7 @@ def read_candidate_jsonl(path: str | Path) -> dict[str, Any]:
     sft: list[list[float]] = []
     r_eval: list[list[float]] = []
     width: int | None = None
-    for where, obj in read_json_records(path, lambda line, i: f"line {line}"):
+    for where, obj in _records(path, f"jsonl with {list(CANDIDATE_KEYS)}"):
         if not isinstance(obj, dict):
             raise ValueError(f"{path}: {where}: expected a JSON object with {list(CANDIDATE_KEYS)}, "
                              f"found {type(obj).__name__}")  # fmt: skip
@@ -136,6 +180,8 @@ def read_candidate_jsonl(path: str | Path) -> dict[str, Any]:
         cands = obj["responses"]
         if not isinstance(cands, list) or not cands or not all(isinstance(c, str) for c in cands):
             raise ValueError(f"{path}: {where}: key 'responses': expected a non-empty list of str, found {cands!r:.80}")
+        if len(cands) < 2:  # one candidate: the policy has no choice, so no response can be unsatisfactory
+            raise ValueError(f"{path}: {where}: key 'responses': expected at least 2 candidates, found {len(cands)}")
         width = len(cands) if width is None else width
         if len(cands) != width:
             raise ValueError(f"{path}: {where}: key 'responses': expected M={width} candidates (as on the first "
@@ -172,7 +218,7 @@ def read_corrupted_flags(path: str | Path) -> np.ndarray | None:
     path = Path(path)
     flags: list[bool | None] = []
     where_of: list[str] = []
-    for where, obj in read_json_records(path, lambda line, i: f"line {line}"):
+    for where, obj in _records(path, "jsonl"):
         value = obj.get("corrupted") if isinstance(obj, dict) else None
         if value is not None and not isinstance(value, bool):
             raise ValueError(f"{path}: {where}: key 'corrupted': expected bool, found {type(value).__name__}")

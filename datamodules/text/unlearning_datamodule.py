@@ -21,11 +21,15 @@ from lightning.pytorch.utilities import CombinedLoader
 from torch.utils.data import DataLoader, RandomSampler
 
 from datamodules.common.phases import PhasedDataModule
-from datamodules.text.facts import MCQItem, make_facts
+from datamodules.text.facts import FORGET_ATTRIBUTES, RETAIN_ATTRIBUTES, MCQItem, make_facts
 from datamodules.text.readers import read_mcq_jsonl, read_text_jsonl
 from datamodules.text.tokenizer import WordTokenizer
+from zoo.core import checks
+from zoo.core.messages import say
 
 Phase = Literal["original", "retrain", "unlearn"]
+#: The most values per attribute the synthetic facts have words for.
+MAX_VALUES = min(len(v) for v in (*FORGET_ATTRIBUTES.values(), *RETAIN_ATTRIBUTES.values()))
 
 
 class LMUnlearningDataModule(PhasedDataModule):
@@ -33,7 +37,8 @@ class LMUnlearningDataModule(PhasedDataModule):
 
     Args:
         source: ``facts`` (default: the seeded synthetic facts) or ``files`` (the jsonl paths below).
-        forget_corpus: ``text`` jsonl of the forget domain (``files``).
+        forget_corpus: ``text`` jsonl of the forget domain (``files``; every file option is an error with ``facts``,
+            which would ignore it).
         retain_corpus: ``text`` jsonl of the retain domain (``files``).
         forget_mcq: MCQ jsonl of the forget domain, e.g. WMDP-Bio (``files``).
         retain_mcq: MCQ jsonl of the retain domain, e.g. an MMLU subset (``files``).
@@ -47,7 +52,7 @@ class LMUnlearningDataModule(PhasedDataModule):
         batch_size: retain batch size in the ``unlearn`` phase.
         forget_batch_size: forget batch size in the ``unlearn`` phase.
         inject_batch_size: batch size of the ``original`` and ``retrain`` phases (fact injection).
-        max_length: sequences are cut to this many tokens.
+        max_length: sequences are cut to this many tokens (the run says how many texts were cut).
         phase: which training set :meth:`train_dataloader` serves.
     """
 
@@ -71,16 +76,26 @@ class LMUnlearningDataModule(PhasedDataModule):
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
-        if source not in ("facts", "files"):
-            raise ValueError(f"--data.init_args.source={source!r}: expected facts or files")
-        if phase not in ("original", "retrain", "unlearn"):
-            raise ValueError(f"--data.init_args.phase={phase!r}: expected original, retrain or unlearn")
+        checks.choice(checks.data("source"), source, ("facts", "files"))
+        checks.choice(checks.data("phase"), phase, ("original", "retrain", "unlearn"))
+        files = {"forget_corpus": forget_corpus, "retain_corpus": retain_corpus, "forget_mcq": forget_mcq,
+                 "retain_mcq": retain_mcq, "holdout_corpus": holdout_corpus}  # fmt: skip
         if source == "files":
-            missing = [k for k, v in (("forget_corpus", forget_corpus), ("retain_corpus", retain_corpus),
-                                      ("forget_mcq", forget_mcq), ("retain_mcq", retain_mcq)) if v is None]  # fmt: skip
+            missing = [k for k, v in files.items() if v is None and k != "holdout_corpus"]
             if missing:
                 flags = ", ".join(f"--data.init_args.{m}" for m in missing)
                 raise ValueError(f"--data.init_args.source=files needs {flags}")
+        else:  # the synthetic facts would ignore a given file
+            for name, value in files.items():
+                if value is not None:
+                    checks.fail(checks.data(name), value, "null for source=facts (set --data.init_args.source=files)")
+        checks.integer(checks.data("seed"), seed, 0)
+        checks.integer(checks.data("num_entities"), num_entities)
+        checks.integer(checks.data("num_values"), num_values, 4, MAX_VALUES)
+        for name, value in (("batch_size", batch_size), ("forget_batch_size", forget_batch_size),
+                            ("inject_batch_size", inject_batch_size)):  # fmt: skip
+            checks.integer(checks.data(name), value)
+        checks.integer(checks.data("max_length"), max_length, 2)  # a next-token target needs 2 tokens
         self.source, self.seed, self.phase, self.max_length = source, seed, phase, max_length
         self.batch_size, self.forget_batch_size, self.inject_batch_size = (
             batch_size,
@@ -102,9 +117,6 @@ class LMUnlearningDataModule(PhasedDataModule):
             items = self._mcq["forget"] + self._mcq["retain"]
             vocab_texts = [*(t for texts in self._texts.values() for t in texts), *(i.question for i in items),
                            *(c for i in items for c in i.choices)]  # fmt: skip
-        for name in ("forget", "retain"):
-            if not self._texts[name]:
-                raise ValueError(f"LMUnlearningDataModule: the {name} corpus is empty")
         if hf_path is not None:
             from transformers import AutoTokenizer
 
@@ -117,7 +129,13 @@ class LMUnlearningDataModule(PhasedDataModule):
         else:
             word = WordTokenizer.from_texts(vocab_texts)
             self.encode, self.pad_id, self.vocab_size = word.encode, word.pad_id, word.vocab_size
-        self._ids = {name: [self.encode(t)[:max_length] for t in texts] for name, texts in self._texts.items()}
+        self._ids = {name: [self.encode(t) for t in texts] for name, texts in self._texts.items()}
+        for name, seqs in self._ids.items():  # sequences are cut to max_length tokens, and the run says how many
+            if cut := sum(len(ids) > max_length for ids in seqs):
+                longest = max(len(ids) for ids in seqs)
+                say(f"LMUnlearningDataModule: {cut} of {len(seqs)} {name} texts cut to --data.init_args.max_length="
+                    f"{max_length} tokens (the longest has {longest})")  # fmt: skip
+                self._ids[name] = [ids[:max_length] for ids in seqs]
 
     # ------------------------------------------------------------------------------------------------------------
     def mcq(self, name: Literal["forget", "retain"]) -> list[MCQItem]:

@@ -182,3 +182,25 @@ def test_token_dimension_mask_is_per_input_detached_and_restored(tmp_path: Path)
         torch.testing.assert_close(fresh(batch["input_ids"], batch["attention_mask"]), want)
     with pytest.raises(ValueError, match="localization=random"):
         RepGuardCallback(mask_granularity="token_dimension", localization="random")
+
+
+def test_values_are_checked_by_name_and_overrides_are_said(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue #19: every value is checked at construction (one line naming `RepGuardCallback.<arg>`); stage=post_hoc
+    replacing warmup_epochs by 0 was silent (now said); a layer beyond the model's blocks is named at setup."""
+    import re
+
+    from callbacks.backdoor_defense import BackdoorEvaluation
+
+    for kwargs, message in [({"sparsity": 1.0}, "sparsity=1.0: expected a number in (0, 1)"),
+                            ({"layer": 0}, "layer=0: expected an integer >= 1"),
+                            ({"lambda_keep": -1.0}, "lambda_keep=-1.0: expected a finite number >= 0"),
+                            ({"warmup_epochs": -1}, "warmup_epochs=-1: expected an integer >= 0")]:  # fmt: skip
+        with pytest.raises(ValueError, match="^RepGuardCallback." + re.escape(message) + "$"):
+            RepGuardCallback(**kwargs)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=re.escape("BackdoorEvaluation.baselines=['prune', 'onoin']: expected a")):
+        BackdoorEvaluation(baselines=["prune", "onoin"])
+    assert RepGuardCallback(stage="post_hoc", warmup_epochs=2).warmup_epochs == 0
+    assert "stage=post_hoc has no warm-up; warmup_epochs=2 ignored (0)" in capsys.readouterr().err
+    dm, module, cb = _setup(layer=3)
+    with pytest.raises(ValueError, match=re.escape("RepGuardCallback.layer=3: expected an integer in [1, 2]")):
+        cb.attach(module)

@@ -532,3 +532,65 @@ def test_on_disk_datamodule(tmp_path):
     trusted = write_jsonl(tmp_path / "trusted.jsonl", records(50))
     dm = BackdoorDataModule(path=str(path), clean_path=str(trusted), n_val=10, n_test=20, n_clean=10)
     assert dm.describe()["n"]["train"] == 120
+
+
+@pytest.mark.parametrize(
+    ("bad", "pattern"),
+    [
+        ({"instruction": "copy [SEP] 3 4", "input": "", "output": "x"}, r"field 'instruction': contains the special "
+                                                                          r"token '\[SEP\]'"),
+        ({"instruction": "a", "input": "", "output": "done [EOS] more"}, r"field 'output': contains the special token "
+                                                                          r"'\[EOS\]'"),
+        ({"instruction": "  ", "input": "x", "output": "y"}, r"field 'instruction': expected a non-empty string"),
+    ],
+    ids=["sep_in_instruction", "eos_in_output", "empty_instruction"],
+)  # fmt: skip
+def test_reader_refuses_text_that_would_change_the_structure(tmp_path, bad, pattern):
+    """Issue #19: a literal `[SEP]` in an instruction split the prompt early and an `[EOS]` in an output ended the
+    response there (the words became the structure tokens); an empty instruction left the prompt `[BOS] [SEP]`."""
+    path = write_jsonl(tmp_path / "bad.jsonl", [records(1)[0], bad])
+    with pytest.raises(ValueError, match=re.escape(str(path)) + r": record 1 \(line 2\): " + pattern):
+        read_instruction_records(path)
+
+
+def test_reader_that_is_not_utf8_names_the_file(tmp_path):
+    (tmp_path / "latin1.jsonl").write_bytes('{"instruction": "caf\xe9", "output": "x"}\n'.encode("latin-1"))
+    with pytest.raises(ValueError, match=r"latin1.jsonl: not UTF-8 text"):
+        read_instruction_records(tmp_path / "latin1.jsonl")
+
+
+def test_on_disk_train_size_and_unused_records_are_said(tmp_path, capsys):
+    """Issue #19: `n_train` is "at most" for files: records beyond it were dropped, and a short file trained on fewer
+    than configured, both silently; so were trusted records beyond n_val + n_test + n_clean. The run now says so."""
+    path = write_jsonl(tmp_path / "train.jsonl", records(120))
+    BackdoorDataModule(path=str(path), n_train=50, n_val=10, n_test=20, n_clean=10).setup()
+    err = capsys.readouterr().err
+    assert f"zoo: BackdoorDataModule: train holds 50 records of {path} (80 available after val/test/clean, " in err
+    BackdoorDataModule(path=str(path), n_train=80, n_val=10, n_test=20, n_clean=10).setup()
+    assert "train holds" not in capsys.readouterr().err
+    trusted = write_jsonl(tmp_path / "trusted.jsonl", records(50))
+    BackdoorDataModule(path=str(path), clean_path=str(trusted), n_train=500, n_val=10, n_test=20, n_clean=10).setup()
+    err = capsys.readouterr().err
+    assert "train holds 120 records" in err and f"{trusted}: 10 of 50 trusted records unused" in err
+
+
+def test_test_records_without_a_refusal_fail_at_setup(tmp_path):
+    """Issue #19: with a refusal word no output starts with (`Refuse` vs `REFUSE`), the harmful test set was empty and
+    the evaluation crashed after training; setup (before anything trains) names the refusal word."""
+    path = write_jsonl(tmp_path / "train.jsonl", records(120))
+    dm = BackdoorDataModule(path=str(path), refusal_word="Refuse", n_val=10, n_test=20, n_clean=10)
+    with pytest.raises(ValueError, match=r"train.jsonl: the 20 test records hold no harmful record \(harmful: the "
+                                         r"output starts with --data.init_args.refusal_word='Refuse'\)"):  # fmt: skip
+        dm.setup()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [({"poison_rate": 1.5}, "--data.init_args.poison_rate=1.5: expected a number in [0, 1)"),
+     ({"seed": -1}, "--data.init_args.seed=-1: expected an integer >= 0"),
+     ({"max_length": 3}, "--data.init_args.max_length=3: expected an integer >= 4"),
+     ({"eval_batch_size": 0}, "--data.init_args.eval_batch_size=0: expected an integer >= 1")],
+)  # fmt: skip
+def test_values_are_checked_by_name(kwargs, message):
+    with pytest.raises(ValueError, match="^" + re.escape(message) + "$"):
+        BackdoorDataModule(**kwargs)

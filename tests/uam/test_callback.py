@@ -186,6 +186,27 @@ def test_callback_rejects_bad_settings_and_modules() -> None:
         UnlearningCallback().setup(None, Bare(), "fit")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"retrain_epochs": -1}, "UnlearningCallback.retrain_epochs=-1: expected an integer >= 0"),
+        ({"seed": -3}, "UnlearningCallback.seed=-3: expected an integer in [0, 4294967295]"),
+        ({"beta": 1.5}, "UnlearningCallback.beta=1.5: expected a number in [0, 1]"),
+        ({"salun_keep": 0.0}, "UnlearningCallback.salun_keep=0.0: expected a number in (0, 1]"),
+        ({"scrub_temperature": 0.0}, "UnlearningCallback.scrub_temperature=0.0: expected a finite number > 0"),
+        ({"original_epochs": 2.5}, "UnlearningCallback.original_epochs=2.5: expected an integer >= 0"),
+        ({"rmu_c": float("nan")}, "UnlearningCallback.rmu_c=nan: expected a finite number >= 0"),
+    ],
+)
+def test_callback_values_are_checked_by_name(kwargs: dict, message: str) -> None:
+    """Issue #19: retrain_epochs=-1 trained the oracle without an epoch limit (Lightning's -1) and a negative seed
+    was replaced by 0 with a warning; every shared value is now checked at construction, one line naming it."""
+    import re
+
+    with pytest.raises(ValueError, match="^" + re.escape(message) + "$"):
+        UnlearningCallback(**kwargs)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Through the CLI on digits (original and oracle cached once per session).
 # ---------------------------------------------------------------------------------------------------------------

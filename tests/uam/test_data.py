@@ -65,6 +65,11 @@ def test_phases_serve_the_right_training_sets() -> None:
         ({"forget_fraction": 1.5}, "forget_fraction=1.5"),
         ({"mode": "classwise", "forget_class": 12}, "forget_class=12"),
         ({"phase": "eval"}, "phase='eval'"),
+        ({"batch_size": 0}, "--data.init_args.batch_size=0: expected an integer >= 1"),
+        ({"forget_batch_size": True}, "--data.init_args.forget_batch_size=True: expected an integer >= 1"),
+        ({"test_fraction": 0.0}, r"--data.init_args.test_fraction=0.0: expected a number in \(0, 1\)"),
+        ({"max_train": 0}, "--data.init_args.max_train=0: expected an integer >= 1"),
+        ({"seed": -1}, "--data.init_args.seed=-1: expected an integer >= 0"),
     ],
 )
 def test_bad_settings_name_the_flag(kwargs: dict, match: str) -> None:
@@ -90,3 +95,21 @@ def test_real_cifar_folder_flows_through(tmp_path: Path) -> None:
     (root / "data_batch_2").write_bytes(pickle.dumps({b"labels": [0]}))
     with pytest.raises(ValueError, match="data_batch_2"):
         UnlearningDataModule(source="cifar10", path=str(tmp_path)).setup()
+
+
+def test_options_the_source_would_ignore_are_an_error(tmp_path: Path) -> None:
+    """Issue #19: `path` with digits/mnist and `label: coarse` with anything but CIFAR-100 used to be ignored (a user
+    pointing at their own folder trained on sklearn digits); both now name the option and the source."""
+    with pytest.raises(ValueError, match=r"--data.init_args.path='.*': expected null for source=digits"):
+        UnlearningDataModule(source="digits", path=str(tmp_path))
+    with pytest.raises(ValueError, match=r"--data.init_args.label='coarse': expected 'fine' for source=cifar10"):
+        UnlearningDataModule(source="cifar10", path=str(tmp_path), label="coarse")
+
+
+def test_a_forget_fraction_that_selects_nothing_fails_at_setup() -> None:
+    """floor(1257 * 0.0005) = 0: the empty forget set used to surface in train_dataloader, after the callback had
+    trained the original for 120 epochs; setup (which Lightning runs before any callback trains) now names it."""
+    dm = UnlearningDataModule(mode="random", forget_fraction=0.0005)
+    with pytest.raises(ValueError, match=r"forget_fraction=0.0005: expected a fraction selecting at least 1 of the "
+                                         r"1257 training samples"):  # fmt: skip
+        dm.setup()

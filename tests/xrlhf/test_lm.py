@@ -194,6 +194,48 @@ def test_datamodule_jsonl_errors(tmp_path: Path) -> None:
         PreferenceLMDataModule(selector="oracle")  # type: ignore[arg-type]
 
 
+def test_lm_data_says_what_it_cuts_and_drops(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue #19: sequences cut to their last max_length tokens and the rendered world's identical pairs were silent
+    (now the run says how many); a pair whose kept tails are equal, and files given with source=world, are errors."""
+    dm = PreferenceLMDataModule(n_train=300, n_test=10, max_length=6)
+    dm.setup()
+    err = capsys.readouterr().err
+    assert f"zoo: PreferenceLMDataModule: {dm.n_identical_dropped} of 300 rendered world pairs left out" in err
+    assert dm.n_identical_dropped > 0
+    assert "sequences cut to their last --data.init_args.max_length=6 tokens" in err
+    assert dm.pair_dataset()[[0]]["chosen_ids"].shape[1] <= 6
+    PreferenceLMDataModule(n_train=50, n_test=10).setup()
+    assert "cut to" not in capsys.readouterr().err
+    test = _write(tmp_path / "test.jsonl", [GOOD])
+    train = _write(tmp_path / "train.jsonl", [{"prompt": "p", "chosen": "a y end", "rejected": "b y end"}])
+    with pytest.raises(ValueError, match=r"train.jsonl: pair 0: chosen and rejected are equal once cut to "
+                                         r"--data.init_args.max_length=3 tokens"):  # fmt: skip
+        PreferenceLMDataModule(source="jsonl", path=str(train), test_path=str(test), max_length=3).setup()
+    with pytest.raises(ValueError, match=r"--data.init_args.test_path='.*test.jsonl': expected null for source=world"):
+        PreferenceLMDataModule(test_path=str(test))
+
+
+def test_one_candidate_per_prompt_is_an_error(tmp_path: Path) -> None:
+    """Issue #19: with M = 1 the policy has no choice, so nothing is unsatisfactory and the forget set came out empty
+    only after the original RM was trained."""
+    one = {"prompt": "p", "responses": ["a"], "sft_logits": [0.0], "r_eval": [1.0]}
+    with pytest.raises(ValueError, match=r"line 1: key 'responses': expected at least 2 candidates, found 1"):
+        read_candidate_jsonl(_write(tmp_path / "test.jsonl", [one]))
+
+
+def test_check_data_runs_before_anything_trains(tmp_path: Path) -> None:
+    """Issue #19: max_length beyond n_positions failed inside GPT-2 while the original trained, selector=planted
+    without ground truth after it; check_data (UnlearningCallback.setup calls it first) names both."""
+    from types import SimpleNamespace
+
+    module = XRLHFLMModule(vocab_size=40, n_layer=1, n_embd=16, n_head=2, n_positions=32)
+    with pytest.raises(ValueError, match=r"--data.init_args.max_length=64 exceeds --model.init_args.n_positions=32"):
+        module.check_data(SimpleNamespace(max_length=64, selection={}, has_ground_truth=True))
+    module.selector = "planted"
+    with pytest.raises(ValueError, match=r"selector=planted needs the planted ground truth \('corrupted' in x.jsonl"):
+        module.check_data(SimpleNamespace(max_length=32, selection={}, has_ground_truth=False, path="x.jsonl"))
+
+
 def test_original_phase_needs_no_features_and_the_others_wait_for_attach() -> None:
     """Before attach_original the original phase serves token pairs; retrain/unlearn name attach_original."""
     dm = PreferenceLMDataModule(n_train=50, n_test=10, batch_size=16)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -147,6 +148,32 @@ def test_invalid_arguments_are_named() -> None:
         XRLHFModule(input_dim=20, pca_dim=30)
     with pytest.raises(FileNotFoundError, match="no such feature file"):
         PreferenceDataModule(path="/nonexistent/features.npz")
+    for kwargs, message in [({"rm_steps": 0}, "--data.init_args.rm_steps=0: expected an integer >= 1"),
+                            ({"beta": 0.0}, "--data.init_args.beta=0.0: expected a finite number > 0"),
+                            ({"max_items": 0}, "--data.init_args.max_items=0: expected an integer >= 1"),
+                            ({"tau": -1.0}, "--data.init_args.tau=-1.0: expected a finite number >= 0")]:  # fmt: skip
+        with pytest.raises(ValueError, match="^" + re.escape(message) + "$"):
+            PreferenceDataModule(**kwargs)
+    with pytest.raises(ValueError, match=re.escape("--model.init_args.dpo_beta=-1.0: expected a finite number > 0")):
+        XRLHFModule(dpo_beta=-1.0)
+
+
+def test_planted_without_ground_truth_fails_before_the_original_trains(tmp_path: Path) -> None:
+    """Issue #19: selector=planted on an npz without `corrupted` failed in select_forget, after the original RM was
+    trained; the datamodule now reads the file at construction, and check_data (UnlearningCallback.setup calls it
+    before training) names the selector and the file. A file without the test side fails at construction too."""
+    rng = np.random.default_rng(0)
+    arrays = {"delta_phi": rng.standard_normal((30, 4)), "phi_candidates": rng.standard_normal((5, 3, 4)),
+              "sft_logits": rng.standard_normal((5, 3)), "r_eval": rng.standard_normal((5, 3))}  # fmt: skip
+    np.savez(tmp_path / "f.npz", **arrays)
+    dm = PreferenceDataModule(path=str(tmp_path / "f.npz"))
+    assert not dm.has_ground_truth and PreferenceDataModule().has_ground_truth
+    XRLHFModule(input_dim=4).check_data(dm)
+    with pytest.raises(ValueError, match=r"selector=planted needs the planted ground truth \('corrupted' in .*f\.npz"):
+        XRLHFModule(input_dim=4, selector="planted").check_data(dm)
+    np.savez(tmp_path / "train_only.npz", delta_phi=arrays["delta_phi"])
+    with pytest.raises(ValueError, match=r"train_only.npz: xrlhf needs the test side"):
+        PreferenceDataModule(path=str(tmp_path / "train_only.npz"))
 
 
 def test_the_selector_is_the_models_and_the_data_argument_forwards(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Literal
 import torch
 from torch import Tensor
 
+from zoo.core import checks
 from zoo.core.module import ZooModule, adam_kernel
 from zoo.repguard.model import InstructionLM, response_ce
 
@@ -69,17 +70,21 @@ class InstructionLMModule(ZooModule):
         warmup_steps: int = 0,
         pretrained: str | None = None,
     ) -> None:
+        for name, value in (("vocab_size", vocab_size), ("max_length", max_length), ("n_layer", n_layer),
+                            ("n_embd", n_embd), ("n_head", n_head)):  # fmt: skip
+            checks.integer(checks.model(name), value)
         if n_embd % n_head:
             raise ValueError(f"--model.init_args.n_embd={n_embd} must be divisible by n_head={n_head}")
-        if not 0.0 < dece_alpha_base <= 1.0 or not 0.0 <= dece_epsilon < 1.0:
-            raise ValueError(f"DeCE needs alpha_base in (0, 1] and epsilon in [0, 1); got {dece_alpha_base}, "
-                             f"{dece_epsilon}")  # fmt: skip
+        checks.probability(checks.model("dropout"), dropout, open_high=True)
+        checks.choice(checks.model("loss"), loss, ("ce", "dece"))
+        checks.probability(checks.model("dece_alpha_base"), dece_alpha_base, open_low=True)
+        checks.probability(checks.model("dece_epsilon"), dece_epsilon, open_high=True)
+        checks.choice(checks.model("lr_schedule"), lr_schedule, ("constant", "cosine"))
+        checks.integer(checks.model("warmup_steps"), warmup_steps, 0)
         self.vocab_size, self.max_length = vocab_size, max_length
         self.n_layer, self.n_embd, self.n_head = n_layer, n_embd, n_head
         self.dropout, self.init_seed = dropout, init_seed
         self.loss_kind, self.dece_alpha_base, self.dece_epsilon = loss, dece_alpha_base, dece_epsilon
-        if warmup_steps < 0:
-            raise ValueError(f"--model.init_args.warmup_steps={warmup_steps} must be >= 0")
         self.lr_schedule, self.warmup_steps = lr_schedule, warmup_steps
         super().__init__(lr=lr, weight_decay=weight_decay, pretrained=pretrained)
 

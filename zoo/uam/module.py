@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from callbacks.unlearning import UnlearnableModule as UnlearnableModule  # its old place, kept for users
+from zoo.core import checks
 from zoo.uam.metrics import label_probabilities, svc_mia_efficacy
 from zoo.uam.model import build_classifier, random_other_labels
 
@@ -74,8 +75,16 @@ class UnlearnClassifierModule(UnlearnableModule):
         mia_seed: int = 0,
         pretrained: str | None = None,
     ) -> None:
-        if arch not in ("mlp", "cnn", "resnet18"):
-            raise ValueError(f"--model.init_args.arch={arch!r}: expected mlp, cnn or resnet18")
+        checks.choice(checks.model("arch"), arch, ("mlp", "cnn", "resnet18"))
+        checks.integer(checks.model("input_dim"), input_dim)
+        checks.integer(checks.model("num_classes"), num_classes, 2)
+        if not all(isinstance(w, int) and not isinstance(w, bool) and w >= 1 for w in hidden or ()):
+            checks.fail(checks.model("hidden"), hidden, "a list of integers >= 1")
+        checks.integer(checks.model("in_channels"), in_channels)
+        checks.non_negative(checks.model("momentum"), momentum)
+        checks.non_negative(checks.model("original_lr"), original_lr)
+        checks.non_negative(checks.model("original_momentum"), original_momentum)
+        checks.non_negative(checks.model("original_weight_decay"), original_weight_decay)
         self.input_dim, self.num_classes, self.arch = input_dim, num_classes, arch
         self.hidden, self.in_channels = list(hidden) if hidden is not None else [64], in_channels
         self.momentum = momentum
@@ -239,10 +248,16 @@ class UnlearnLMModule(UnlearnableModule):
         mink_k: float = 0.2,
         pretrained: str | None = None,
     ) -> None:
-        if rmu_params not in ("down_proj", "all"):
-            raise ValueError(f"--model.init_args.rmu_params={rmu_params!r}: expected down_proj or all")
-        if mcq_mode not in ("option_loglik", "letter"):
-            raise ValueError(f"--model.init_args.mcq_mode={mcq_mode!r}: expected option_loglik or letter")
+        checks.choice(checks.model("rmu_params"), rmu_params, ("down_proj", "all"))
+        checks.choice(checks.model("mcq_mode"), mcq_mode, ("option_loglik", "letter"))
+        for name, value in (("vocab_size", vocab_size), ("hidden", hidden), ("layers", layers), ("heads", heads),
+                            ("intermediate", intermediate), ("max_positions", max_positions)):  # fmt: skip
+            checks.integer(checks.model(name), value)
+        if hf_path is None and hidden % heads:
+            checks.fail(checks.model("hidden"), hidden, f"a multiple of --model.init_args.heads={heads}")
+        checks.non_negative(checks.model("original_lr"), original_lr)
+        checks.optional_integer(checks.model("rmu_layer"), rmu_layer, 0)
+        checks.probability(checks.model("mink_k"), mink_k, open_low=True)
         self.vocab_size, self.hidden, self.layers, self.heads = vocab_size, hidden, layers, heads
         self.intermediate, self.max_positions, self.model_seed, self.hf_path = (
             intermediate,
@@ -280,6 +295,23 @@ class UnlearnLMModule(UnlearnableModule):
             self.model.config.hidden_size, generator=torch.Generator().manual_seed(self.control_seed)
         )
         self.control_dir = self.control_dir / self.control_dir.norm()
+
+    def check_data(self, datamodule: Any) -> None:
+        """A model loaded from ``hf_path`` reads the ids of its own tokenizer: the data must tokenize with it too.
+
+        Called by ``UnlearningCallback.setup`` before anything trains (and by :meth:`setup`).
+        """
+        data_path = getattr(datamodule, "hparams", {}).get("hf_path")
+        if self.hf_path is not None and not _same_folder(self.hf_path, data_path):
+            checks.fail(checks.data("hf_path"), data_path,
+                        f"--model.init_args.hf_path={self.hf_path!r} (the model's tokenizer; other ids mean nothing "
+                        "to it)")  # fmt: skip
+
+    def setup(self, stage: str) -> None:
+        """:meth:`check_data` for a run without the unlearning callback."""
+        dm = getattr(self._trainer, "datamodule", None) if self._trainer is not None else None
+        if dm is not None:
+            self.check_data(dm)
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         """AdamW at ``lr`` when a callback unlearns, else at ``original_lr`` (fact injection)."""
@@ -396,3 +428,10 @@ class UnlearnLMModule(UnlearnableModule):
             )
         self.model.train(was_training)
         return out
+
+
+def _same_folder(a: str, b: str | None) -> bool:
+    """Whether two ``hf_path`` values name the same model (``smollm2`` or the same folder)."""
+    import os
+
+    return b is not None and (a == b or os.path.realpath(a) == os.path.realpath(b))

@@ -40,6 +40,7 @@ import torch
 from torch import Tensor
 
 from callbacks.unlearning import UnlearnableModule
+from zoo.core import checks
 from zoo.xrlhf.explain import SELECTORS, Selector
 from zoo.xrlhf.model import LinearRewardModel, bt_loss, closed_form_choice, dpo_pair_loss, keep_penalty
 
@@ -78,15 +79,15 @@ class XRLHFModule(UnlearnableModule):
                  lr: float = 0.5, weight_decay: float = 1e-3, beta: float = 0.1, keep_weight: float = 0.0,
                  dpo_beta: float = 0.1, selector: Selector = "convex", k_cand: int = 100, tau: float = 0.05,
                  pca_dim: int | None = None, pretrained: str | None = None) -> None:  # fmt: skip
-        if input_dim < 1:
-            raise ValueError(f"--model.init_args.input_dim={input_dim} must be >= 1")
-        check_selection(selector, k_cand, pca_dim)
+        checks.integer(checks.model("input_dim"), input_dim)
+        check_selection(selector, k_cand, pca_dim, tau)
         if pca_dim is not None and pca_dim > input_dim:
             raise ValueError(f"--model.init_args.pca_dim={pca_dim} exceeds the feature dimension {input_dim}")
-        if beta <= 0 or dpo_beta <= 0:
-            raise ValueError(f"--model.init_args.beta={beta} and dpo_beta={dpo_beta} must be > 0")
-        if keep_weight < 0:
-            raise ValueError(f"--model.init_args.keep_weight={keep_weight} must be >= 0")
+        checks.non_negative(checks.model("original_lr"), original_lr)
+        checks.non_negative(checks.model("original_weight_decay"), original_weight_decay)
+        checks.positive(checks.model("beta"), beta)
+        checks.positive(checks.model("dpo_beta"), dpo_beta)
+        checks.non_negative(checks.model("keep_weight"), keep_weight)
         self.input_dim, self.original_lr, self.original_weight_decay = input_dim, original_lr, original_weight_decay
         self.beta, self.keep_weight, self.dpo_beta = beta, keep_weight, dpo_beta
         self.selector, self.k_cand, self.tau, self.pca_dim = selector, k_cand, tau, pca_dim
@@ -95,6 +96,10 @@ class XRLHFModule(UnlearnableModule):
         self._keep: tuple[Tensor, Tensor] | None = None
         self._mode = "rm"
         super().__init__(lr=lr, weight_decay=weight_decay, pretrained=pretrained)
+
+    def check_data(self, datamodule: Any) -> None:
+        """Called by ``UnlearningCallback.setup`` before anything trains: the planted selector needs ground truth."""
+        check_ground_truth(self, datamodule)
 
     def configure_models(self) -> None:
         """The zero-initialised linear head."""
@@ -280,19 +285,21 @@ class XRLHFLMModule(UnlearnableModule):
                  remax_steps: int = 200, remax_lr: float = 0.5, remax_samples: int = 8, remax_kl: float = 0.1,
                  remax_seed: int = 0, eval_batch_size: int = 512, selector: Selector = "convex", k_cand: int = 100,
                  tau: float = 0.05, pca_dim: int | None = None, pretrained: str | None = None) -> None:  # fmt: skip
-        if vocab_size < 5:
-            raise ValueError(f"--model.init_args.vocab_size={vocab_size} must be >= 5 (4 special tokens + words)")
+        checks.integer(checks.model("vocab_size"), vocab_size, 5)  # 4 special tokens + words
+        for name, value in (("n_layer", n_layer), ("n_embd", n_embd), ("n_head", n_head),
+                            ("n_positions", n_positions), ("remax_steps", remax_steps),
+                            ("remax_samples", remax_samples), ("eval_batch_size", eval_batch_size)):  # fmt: skip
+            checks.integer(checks.model(name), value)
         if n_embd % n_head:
-            raise ValueError(f"--model.init_args.n_embd={n_embd} is not divisible by n_head={n_head}")
-        if beta <= 0 or remax_kl < 0:
-            raise ValueError(f"--model.init_args.beta={beta} must be > 0 and remax_kl={remax_kl} >= 0")
-        if policy_update not in ("closed_form", "remax"):
-            raise ValueError(f"--model.init_args.policy_update={policy_update!r}: expected closed_form or remax")
-        if remax_init not in ("sft", "rlhf"):
-            raise ValueError(f"--model.init_args.remax_init={remax_init!r}: expected sft or rlhf")
-        if min(remax_steps, remax_samples, eval_batch_size) < 1:
-            raise ValueError("--model.init_args.remax_steps, remax_samples and eval_batch_size must be >= 1")
-        check_selection(selector, k_cand, pca_dim)
+            checks.fail(checks.model("n_embd"), n_embd, f"a multiple of --model.init_args.n_head={n_head}")
+        checks.non_negative(checks.model("original_lr"), original_lr)
+        checks.non_negative(checks.model("original_weight_decay"), original_weight_decay)
+        checks.positive(checks.model("beta"), beta)
+        checks.non_negative(checks.model("remax_kl"), remax_kl)
+        checks.non_negative(checks.model("remax_lr"), remax_lr)
+        checks.choice(checks.model("policy_update"), policy_update, ("closed_form", "remax"))
+        checks.choice(checks.model("remax_init"), remax_init, ("sft", "rlhf"))
+        check_selection(selector, k_cand, pca_dim, tau)
         self.vocab_size, self.n_layer, self.n_embd, self.n_head = vocab_size, n_layer, n_embd, n_head
         self.n_positions, self.model_seed = n_positions, model_seed
         self.original_lr, self.original_weight_decay, self.beta = original_lr, original_weight_decay, beta
@@ -302,6 +309,17 @@ class XRLHFLMModule(UnlearnableModule):
         self.eval_batch_size = eval_batch_size
         self.selector, self.k_cand, self.tau, self.pca_dim = selector, k_cand, tau, pca_dim
         super().__init__(lr=lr, weight_decay=weight_decay, pretrained=pretrained)
+
+    def check_data(self, datamodule: Any) -> None:
+        """The data's sequences fit ``n_positions``; the planted selector has ground truth.
+
+        Called by ``UnlearningCallback.setup`` before anything trains.
+        """
+        longest = getattr(datamodule, "max_length", None)
+        if longest is not None and longest > self.n_positions:
+            raise ValueError(f"--data.init_args.max_length={longest} exceeds --model.init_args.n_positions="
+                             f"{self.n_positions} (the GPT-2 position count); raise the model's")  # fmt: skip
+        check_ground_truth(self, datamodule)
 
     def configure_models(self) -> None:
         """The random-init GPT-2 reward model."""
@@ -451,14 +469,20 @@ class XRLHFLMModule(UnlearnableModule):
         }  # fmt: skip
 
 
-def check_selection(selector: str, k_cand: int, pca_dim: int | None) -> None:
+def check_selection(selector: str, k_cand: int, pca_dim: int | None, tau: float = 0.05) -> None:
     """Validate the selection arguments, naming the flag."""
-    if selector not in SELECTORS:
-        raise ValueError(f"--model.init_args.selector={selector!r}: expected one of {', '.join(SELECTORS)}")
-    if k_cand < 1:
-        raise ValueError(f"--model.init_args.k_cand={k_cand} must be >= 1")
-    if pca_dim is not None and pca_dim < 1:
-        raise ValueError(f"--model.init_args.pca_dim={pca_dim}: expected None or >= 1")
+    checks.choice(checks.model("selector"), selector, SELECTORS)
+    checks.integer(checks.model("k_cand"), k_cand)
+    checks.optional_integer(checks.model("pca_dim"), pca_dim)
+    checks.non_negative(checks.model("tau"), tau)
+
+
+def check_ground_truth(module: Any, datamodule: Any) -> None:
+    """``selector=planted`` (the module's, or the deprecated data-side one) needs the data's ``corrupted`` flags."""
+    selector = getattr(datamodule, "selection", {}).get("selector", module.selector)
+    if selector == "planted" and not getattr(datamodule, "has_ground_truth", True):
+        raise ValueError(f"--model.init_args.selector=planted needs the planted ground truth ('corrupted' in "
+                         f"{datamodule.path}); it has none")  # fmt: skip
 
 
 def forward_selection(module: Any, overrides: dict[str, Any]) -> None:
@@ -466,7 +490,7 @@ def forward_selection(module: Any, overrides: dict[str, Any]) -> None:
     if not overrides:
         return
     merged = {k: getattr(module, k) for k in ("selector", "k_cand", "tau", "pca_dim")} | overrides
-    check_selection(merged["selector"], merged["k_cand"], merged["pca_dim"])
+    check_selection(merged["selector"], merged["k_cand"], merged["pca_dim"], merged["tau"])
     for key, value in overrides.items():
         setattr(module, key, value)
         module.hparams[key] = value
