@@ -35,6 +35,7 @@ import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 from torch import Tensor, nn
 
+from zoo.core import checks
 from zoo.core.config import run_dir
 from zoo.moe_cap import metrics as M
 
@@ -309,23 +310,23 @@ class MoECAPCallback(Callback):
                  extra_capital_usd: float = 0.0, n_dev: int = 1, seed: int = 0,
                  mla_latent_expansion: bool = True, kv_dtype: str = "auto") -> None:  # fmt: skip
         stages = ["validate", "test", "predict"] if stages is None else list(stages)
-        if unknown := set(stages) - set(_HOOK):
-            raise ValueError(f"MoECAPCallback(stages=...): unknown {sorted(unknown)}; expected validate|test|predict")
+        for stage in stages:
+            checks.choice(checks.callback(self, "stages"), stage, tuple(_HOOK))
         choices = {"padding": (padding, ("executed", "real")), "smfu_variant": (smfu_variant, ("paper", "code")),
                    "deepseek_shared": (deepseek_shared, ("config", "code_2x")),
                    "kv_accounting": (kv_accounting, ("formula", "as_cached")),
                    "router": (router, ("traced", "uniform"))}  # fmt: skip
         for name, (value, allowed) in choices.items():
-            if value not in allowed:
-                raise ValueError(f"MoECAPCallback({name}={value!r}): expected one of {list(allowed)}")
-        if n_dev < 1:
-            raise ValueError(f"MoECAPCallback(n_dev={n_dev}): expected >= 1")
-        if cost_cap is not None and cost_cap <= 0:
-            raise ValueError(f"MoECAPCallback(cost_cap={cost_cap}): expected a positive cost or None")
-        if dtype != "auto":
-            M.bytes_per_element(dtype)  # names the known dtypes
-        if kv_dtype != "auto":
-            M.bytes_per_element(kv_dtype)
+            checks.choice(checks.callback(self, name), value, allowed)
+        checks.integer(checks.callback(self, "n_dev"), n_dev)
+        if cost_cap is not None:
+            checks.positive(checks.callback(self, "cost_cap"), cost_cap)
+        for name, value in (("energy_scale", energy_scale), ("capital_scale", capital_scale),
+                            ("extra_capital_usd", extra_capital_usd)):  # fmt: skip
+            checks.non_negative(checks.callback(self, name), value)
+        for name, value in (("dtype", dtype), ("kv_dtype", kv_dtype)):
+            if value != "auto" and str(value).removeprefix("torch.").lower() not in M.BYTES_PER_ELEMENT:
+                checks.fail(checks.callback(self, name), value, f"auto or one of {sorted(M.BYTES_PER_ELEMENT)}")
         _check_hardware(hardware)
         self.hardware, self.dtype, self.padding, self.smfu_variant = hardware, dtype, padding, smfu_variant
         self.deepseek_shared, self.kv_accounting = deepseek_shared, kv_accounting
@@ -525,10 +526,16 @@ def _check_hardware(hardware: str | dict[str, Any]) -> None:
     from zoo.moe_cap.hardware import PRESETS, custom_spec
 
     if isinstance(hardware, dict):
-        custom_spec(hardware)
+        problem = None
+        try:
+            custom_spec(hardware)
+        except ValueError as err:
+            problem = str(err)
+        if problem is not None:  # raised outside the handler: the launcher reports the innermost chained error
+            raise ValueError(f"{checks.callback(MoECAPCallback, 'hardware')}: {problem}")
     elif hardware not in ("auto", "cpu_measured") and hardware.lower() not in {k.lower() for k in PRESETS}:
-        raise ValueError(f"MoECAPCallback(hardware={hardware!r}): expected auto, cpu_measured, a custom dict or one "
-                         f"of the presets {sorted(PRESETS)}")  # fmt: skip
+        checks.fail(checks.callback(MoECAPCallback, "hardware"), hardware,
+                    f"auto, cpu_measured, a custom dict or one of the presets {sorted(PRESETS)}")  # fmt: skip
 
 
 def _prefix(stage: str) -> str:

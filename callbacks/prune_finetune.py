@@ -27,6 +27,7 @@ Module protocol :class:`Prunable` (checked in ``setup``): ``model`` (holding Pat
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import math
@@ -41,6 +42,7 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 from torch import Tensor, nn
 
+from zoo.core import checks
 from zoo.core.config import run_dir
 from zoo.core.protocols import check
 from zoo.prune_finetune.spec import PruneScope, mask_sizes, target_linears
@@ -136,19 +138,23 @@ class PruneThenFinetune(Callback):
         ft_lr_schedule: Literal["constant", "cosine", "type1"] = "type1",
         seed: int = 0,
     ) -> None:
-        if not 0.0 < prune_ratio_per_epoch:
-            raise ValueError(f"prune_ratio_per_epoch={prune_ratio_per_epoch} must be > 0")
-        if not 0.0 < prune_ema <= 1.0:
-            raise ValueError(f"prune_ema={prune_ema} must be in (0, 1]")
-        if macro_batch_size < 1:
-            raise ValueError(f"macro_batch_size={macro_batch_size} must be >= 1")
-        if steps_per_epoch is not None and steps_per_epoch < 1:
-            raise ValueError(f"steps_per_epoch={steps_per_epoch} must be >= 1 or null")
-        for name, value in (("max_prune_ratio", max_prune_ratio), ("target_channel_fraction", target_channel_fraction)):
-            if value is not None and not 0.0 < value < 1.0:
-                raise ValueError(f"{name}={value} must be in (0, 1) or null")
-        if ft_epochs < 1:
-            raise ValueError(f"ft_epochs={ft_epochs} must be >= 1 (finetune=false skips fine-tuning)")
+        name = functools.partial(checks.callback, self)  # name("ft_lr") -> "PruneThenFinetune.ft_lr"
+        checks.positive(name("prune_ratio_per_epoch"), prune_ratio_per_epoch)  # r/n is the fraction per step
+        checks.probability(name("prune_ema"), prune_ema, open_low=True)
+        checks.integer(name("macro_batch_size"), macro_batch_size)
+        checks.optional_integer(name("steps_per_epoch"), steps_per_epoch)
+        checks.choice(name("prune_scope"), prune_scope, ("blocks", "all_linear"))
+        checks.choice(name("score"), score, ("taylor", "random"))
+        checks.choice(name("fisher_scale"), fisher_scale, ("code", "paper"))
+        for field, value in (("max_prune_ratio", max_prune_ratio),
+                             ("target_channel_fraction", target_channel_fraction)):  # fmt: skip
+            if value is not None:
+                checks.probability(name(field), value, open_low=True, open_high=True)
+        checks.choice(name("residual_slicing"), residual_slicing, ("fold", "index"))
+        checks.non_negative(name("ft_lr"), ft_lr)
+        checks.integer(name("ft_epochs"), ft_epochs)  # finetune=false skips fine-tuning
+        checks.integer(name("ft_patience"), ft_patience, low=0)
+        checks.choice(name("ft_lr_schedule"), ft_lr_schedule, ("constant", "cosine", "type1"))
         self.ratio, self.alpha, self.macro = prune_ratio_per_epoch, prune_ema, macro_batch_size
         self.steps_per_epoch_arg, self.scope, self.global_threshold = steps_per_epoch, prune_scope, global_threshold
         self.score_kind, self.fisher_scale = score, fisher_scale

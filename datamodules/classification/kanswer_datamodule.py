@@ -19,6 +19,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
 from datamodules.classification.kanswer_synthetic import kanswer_data
+from zoo.core import checks
 from zoo.core.datamodule import ZooDataModule
 
 
@@ -54,13 +55,12 @@ class KAnswerDataModule(ZooDataModule):
                  teacher_hidden: int = 64, num_classes: int = 100, num_features: int = 300,
                  steps_per_epoch: int = 6000) -> None:  # fmt: skip
         super().__init__()
+        checks.integer(checks.data("seed"), seed, low=0)  # numpy's generators take no negative seed
         for name, value in (("n_train", n_train), ("n_test", n_test), ("n_val", n_val), ("input_dim", input_dim),
                             ("teacher_hidden", teacher_hidden), ("num_features", num_features),
                             ("steps_per_epoch", steps_per_epoch)):  # fmt: skip
-            if value < 1:
-                raise ValueError(f"--data.init_args.{name}={value} must be >= 1")
-        if num_classes < 2:
-            raise ValueError(f"--data.init_args.num_classes={num_classes} must be >= 2")
+            checks.integer(checks.data(name), value)
+        checks.integer(checks.data("num_classes"), num_classes, low=2)
         self.seed, self.n_train, self.n_test, self.n_val = seed, n_train, n_test, n_val
         self.teacher_input_dim, self.teacher_hidden = input_dim, teacher_hidden
         self.num_classes, self.input_dim, self.steps_per_epoch = num_classes, num_features, steps_per_epoch

@@ -16,6 +16,16 @@ def noise_table(modulus: int, seed: int) -> np.ndarray:
     return np.random.default_rng(123 + seed).integers(0, 3, size=(modulus, modulus))
 
 
+def addition_train_size(modulus: int, train_frac: float) -> int:
+    """Training pairs among the ``modulus²`` ordered pairs; an empty train or test split is an error naming it."""
+    n_pairs = modulus * modulus
+    n_train = int(train_frac * n_pairs)
+    if not 0 < n_train < n_pairs:
+        raise ValueError(f"--data.init_args.train_frac={train_frac}: {n_train} of the {n_pairs} pairs of modulus "
+                         f"{modulus} would train; expected a fraction leaving both splits non-empty")  # fmt: skip
+    return n_train
+
+
 def addition_examples(modulus: int = 47, seed: int = 0, noise: bool = True, train_frac: float = 0.5,
                       ) -> dict[str, list[tuple[list[int], list[int]]]]:  # fmt: skip
     """``{"train", "test"}`` lists of ``(prompt ids, response ids)`` for every ordered pair ``(a, b)``."""
@@ -24,7 +34,7 @@ def addition_examples(modulus: int = 47, seed: int = 0, noise: bool = True, trai
     xi = noise_table(modulus, seed) if noise else np.zeros((modulus, modulus), dtype=np.int64)
     pairs = [(a, b) for a in range(modulus) for b in range(modulus)]
     order = np.random.default_rng(seed).permutation(len(pairs))
-    n_train = int(train_frac * len(pairs))
+    n_train = addition_train_size(modulus, train_frac)
     out: dict[str, list[tuple[list[int], list[int]]]] = {"train": [], "test": []}
     for rank, i in enumerate(order):
         a, b = pairs[i]

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from zoo.core import checks
+
 #: Operators the generator can draw.
 ARITH_OPS: tuple[str, ...] = ("+", "-", "*")
 #: Largest ``digits``: operands stay below 10**18, inside numpy's int64 draws.
@@ -26,10 +28,8 @@ def _draw_arith(rng: np.random.Generator, n: int, digits: int, ops: Sequence[str
 
 
 def _check_arith(n_items: int, digits: int, ops: Sequence[str]) -> None:
-    if n_items < 1:
-        raise ValueError(f"--data.init_args.n_items={n_items} must be >= 1")
-    if not 1 <= digits <= MAX_DIGITS:
-        raise ValueError(f"--data.init_args.digits={digits} must be in [1, {MAX_DIGITS}]")
+    checks.integer(checks.data("n_items"), n_items)
+    checks.integer(checks.data("digits"), digits, 1, MAX_DIGITS)
     if not ops:
         raise ValueError(f"--data.init_args.ops is empty; expected a non-empty subset of {list(ARITH_OPS)}")
     if unknown := [op for op in ops if op not in ARITH_OPS]:
@@ -59,8 +59,8 @@ def arith_em_splits(
         ``(eval_items, train_items)``.
     """
     _check_arith(n_items, digits, ops)
-    if n_train < 0:
-        raise ValueError(f"--data.init_args.n_train={n_train} must be >= 0")
+    checks.integer(checks.data("n_train"), n_train, low=0)
+    checks.integer(checks.data("seed"), seed, low=0)  # numpy's generators take no negative seed
     rng = np.random.default_rng(seed)
     return _draw_arith(rng, n_items, digits, ops), _draw_arith(rng, n_train, digits, ops)
 

@@ -25,9 +25,26 @@ import numpy as np
 from torch import Tensor
 from torch.utils.data import DataLoader
 
-from datamodules.math_text.addition import ADDITION_VOCAB, EOS, PLUS, CharVocab, addition_examples
+from datamodules.math_text.addition import (
+    ADDITION_VOCAB,
+    EOS,
+    PLUS,
+    CharVocab,
+    addition_examples,
+    addition_train_size,
+)
 from datamodules.math_text.prompt_response import PromptResponseDataset, collate_prompt_response
+from zoo.core import checks
 from zoo.core.datamodule import EpochSeededSampler, SplitLoaders, ZooDataModule
+
+
+def _formats(template: str) -> bool:
+    """Whether ``template.format(problem=...)`` works (no other field, balanced braces)."""
+    try:
+        template.format(problem="")
+    except (KeyError, IndexError, ValueError):
+        return False
+    return True
 
 
 class KeptSampler(EpochSeededSampler):
@@ -80,20 +97,28 @@ class CoverageLMDataModule(SplitLoaders, ZooDataModule):
                  answer_equivalence: Literal["string", "sympy"] = "string", batch_size: int = 256,
                  eval_batch_size: int = 1024) -> None:  # fmt: skip
         super().__init__()
-        if source not in ("addition", "jsonl"):
-            raise ValueError(f"--data.init_args.source={source!r} must be 'addition' or 'jsonl'")
+        checks.choice(checks.data("source"), source, ("addition", "jsonl"))
+        checks.integer(checks.data("seed"), seed, low=0)  # numpy's generators take no negative seed
+        checks.integer(checks.data("modulus"), modulus, low=2, high=100)  # two-digit operands, two pairs at least
+        checks.probability(checks.data("train_frac"), train_frac, open_low=True, open_high=True)
+        checks.integer(checks.data("batch_size"), batch_size)
+        checks.integer(checks.data("eval_batch_size"), eval_batch_size)
+        checks.choice(checks.data("answer_equivalence"), answer_equivalence, ("string", "sympy"))
+        if source == "addition":
+            addition_train_size(modulus, train_frac)
         if source == "jsonl" and path is None:
             raise ValueError("--data.init_args.source=jsonl needs --data.init_args.path=<MATH-style jsonl>")
-        if not 0.0 < train_frac < 1.0:
-            raise ValueError(f"--data.init_args.train_frac={train_frac} must be in (0, 1)")
-        if batch_size < 1 or eval_batch_size < 1:
-            raise ValueError(f"batch sizes must be >= 1 (got {batch_size}, {eval_batch_size})")
+        if source == "addition" and (path is not None or test_path is not None):
+            flag, value = ("path", path) if path is not None else ("test_path", test_path)
+            raise ValueError(f"--data.init_args.{flag}={value}: read only with --data.init_args.source=jsonl; the "
+                             f"addition task would ignore it")  # fmt: skip
         if "{problem}" not in prompt_template:
             raise ValueError(f"--data.init_args.prompt_template={prompt_template!r} must contain '{{problem}}'")
+        if not _formats(prompt_template):
+            raise ValueError(f"--data.init_args.prompt_template={prompt_template!r}: expected '{{problem}}' as its "
+                             f"only field (write a literal brace as '{{{{' or '}}}}')")  # fmt: skip
         self.source, self.seed, self.modulus, self.noise, self.train_frac = source, seed, modulus, noise, train_frac
         self.path, self.test_path, self.hf_path, self.prompt_template = path, test_path, hf_path, prompt_template
-        if answer_equivalence not in ("string", "sympy"):
-            raise ValueError(f"--data.init_args.answer_equivalence={answer_equivalence!r} must be string or sympy")
         self.answer_equivalence = answer_equivalence
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
         self.splits: dict[str, PromptResponseDataset] = {}

@@ -23,7 +23,9 @@ from torch.utils.data import DataLoader, Dataset
 
 from datamodules.math_text.arith_em import _check_arith, arith_em_splits
 from datamodules.math_text.gsm8k import read_gsm8k_jsonl
+from zoo.core import checks
 from zoo.core.datamodule import SplitLoaders, ZooDataModule
+from zoo.core.messages import say
 
 
 class _Items(Dataset):
@@ -87,15 +89,11 @@ class MoEPromptDataModule(SplitLoaders, ZooDataModule):
     ) -> None:
         super().__init__()
         _check_arith(n_items, digits, ops)
-        for name, value, low in (
-            ("n_train", n_train, 1),
-            ("batch_size", batch_size, 1),
-            ("num_workers", num_workers, 0),
-        ):
-            if value < low:
-                raise ValueError(f"--data.init_args.{name}={value} must be >= {low}")
-        if max_items is not None and max_items < 1:
-            raise ValueError(f"--data.init_args.max_items={max_items} must be >= 1 or null (all records)")
+        checks.integer(checks.data("seed"), seed, low=0)  # numpy's generators take no negative seed
+        checks.integer(checks.data("n_train"), n_train)
+        checks.integer(checks.data("batch_size"), batch_size)
+        checks.integer(checks.data("num_workers"), num_workers, low=0)
+        checks.optional_integer(checks.data("max_items"), max_items)
         if "{q}" not in template:
             raise ValueError(f"--data.init_args.template={template!r} has no '{{q}}' where the question goes")
         if path is not None and not Path(path).is_file():
@@ -121,6 +119,9 @@ class MoEPromptDataModule(SplitLoaders, ZooDataModule):
             )
         else:
             items = read_gsm8k_jsonl(self.path, self.question_key, self.answer_key, self.template)
+            if self.max_items is not None and len(items) > self.max_items:
+                say(f"{self.path}: serving the first {self.max_items} of {len(items)} records "
+                    f"(--data.init_args.max_items={self.max_items})")  # fmt: skip
             self.eval_items = items[: self.max_items] if self.max_items is not None else items
             self.train_items = self.eval_items
 

@@ -10,6 +10,8 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from zoo.core.messages import say
+
 #: The ETT header (ETTh1/ETTh2/ETTm1/ETTm2), in file order.
 ETT_COLUMNS = ("date", "HUFL", "HULL", "MUFL", "MULL", "LUFL", "LULL", "OT")
 #: Columns that hold a row index, not a series (R's ``rownames``, a ``time`` counter, pandas' ``Unnamed: 0``).
@@ -25,9 +27,14 @@ class _Parsed:
         self.dates, self.values, self.names, self.format, self.label = dates, values, names, fmt, label
 
 
-def _row_ref(label: str, row: int, from_file: bool) -> str:
-    """``data row r (line l)`` for files (1-based, header = line 1), ``row r`` (0-based) for in-memory frames."""
-    return f"data row {row + 1} (line {row + 2})" if from_file else f"row {row}"
+def _row_ref(label: str, row: int, from_file: bool | Sequence[int]) -> str:
+    """``data row r (line l)`` for files (1-based, header = line 1), ``row r`` (0-based) for in-memory frames.
+
+    ``from_file`` may be the file line of every data row (:func:`_scan_csv`), which blank lines shift.
+    """
+    if isinstance(from_file, bool):
+        return f"data row {row + 1} (line {row + 2})" if from_file else f"row {row}"
+    return f"data row {row + 1} (line {from_file[row]})"
 
 
 def _steps_ns(dates: pd.DatetimeIndex) -> np.ndarray:
@@ -35,23 +42,42 @@ def _steps_ns(dates: pd.DatetimeIndex) -> np.ndarray:
     return np.diff(dates.to_numpy().astype("datetime64[ns]")).astype(np.int64)
 
 
-def _parse_dates(label: str, raw: pd.Series, from_file: bool) -> pd.DatetimeIndex:
+def _strict_dates(label: str, raw: pd.Series, from_file: bool | Sequence[int]) -> pd.DatetimeIndex:
+    """Parse a date column in one format: the one pandas infers from the first value, or ISO 8601 throughout.
+
+    ISO 8601 throughout admits dates at different precisions (``2020-01-01`` beside ``2020-01-01 01:00``). A value in
+    another format is an error naming its row: per-value guessing (pandas' ``format="mixed"``) would read
+    ``01/02/2020`` month first and ``13/02/2020`` day first in one column. Offsets that differ between rows (daylight
+    saving) are read as UTC.
+    """
+    for kwargs in ({}, {"format": "ISO8601"}):
+        try:
+            return pd.DatetimeIndex(pd.to_datetime(raw, **kwargs))
+        except (ValueError, TypeError) as err:
+            if "timezone" in str(err).lower() or "offset" in str(err).lower():
+                try:
+                    return pd.DatetimeIndex(pd.to_datetime(raw, utc=True, **kwargs))
+                except (ValueError, TypeError):
+                    pass
+    present = raw.dropna()
+    first = str(present.iloc[0]) if len(present) else ""
+    fmt = pd.tseries.api.guess_datetime_format(first)
+    parsed = pd.to_datetime(raw, format=fmt, errors="coerce") if fmt else pd.Series(pd.NaT, index=raw.index)
+    bad = np.flatnonzero(parsed.isna().to_numpy() & raw.notna().to_numpy())
+    i = int(bad[0]) if bad.size else 0
+    expected = f"the format {fmt!r} of the first value {first!r}" if fmt else "a date/time pandas can parse"
+    raise ValueError(
+        f"{label}: column 'date' has the value {raw.iloc[i]!r} at {_row_ref(label, i, from_file)}; expected "
+        f"{expected} (one format for the whole column, or ISO 8601)"
+    ) from None
+
+
+def _parse_dates(label: str, raw: pd.Series, from_file: bool | Sequence[int]) -> pd.DatetimeIndex:
     """Parse the ``date`` column (any format pandas understands) and check it strictly increases."""
     if isinstance(raw.dtype, pd.DatetimeTZDtype) or pd.api.types.is_datetime64_any_dtype(raw):
         dates = pd.DatetimeIndex(raw)
     else:
-        try:
-            dates = pd.DatetimeIndex(pd.to_datetime(raw))
-        except (ValueError, TypeError):
-            parsed = pd.to_datetime(raw, format="mixed", errors="coerce")
-            bad = np.flatnonzero(parsed.isna().to_numpy())
-            if bad.size:
-                i = int(bad[0])
-                raise ValueError(
-                    f"{label}: column 'date' has an unparseable value {raw.iloc[i]!r} at "
-                    f"{_row_ref(label, i, from_file)}; expected a date/time pandas can parse"
-                ) from None
-            dates = pd.DatetimeIndex(parsed)
+        dates = _strict_dates(label, raw, from_file)
     if dates.tz is not None:  # compare instants, not wall clocks
         dates = dates.tz_convert("UTC").tz_localize(None)
     if dates.isna().any():
@@ -68,7 +94,8 @@ def _parse_dates(label: str, raw: pd.Series, from_file: bool) -> pd.DatetimeInde
     return dates
 
 
-def _numeric(label: str, frame: pd.DataFrame, columns: Sequence[str], from_file: bool) -> np.ndarray:
+def _numeric(label: str, frame: pd.DataFrame, columns: Sequence[str], from_file: bool | Sequence[int]
+             ) -> np.ndarray:  # fmt: skip
     """Float64 (n, C) values of ``columns``; a cell that is neither a number nor empty raises naming row and column."""
     out = np.empty((len(frame), len(columns)), dtype=np.float64)
     for j, col in enumerate(columns):
@@ -100,12 +127,12 @@ def _is_text_column(series: pd.Series) -> bool:
     return bool(len(present)) and pd.to_numeric(present, errors="coerce").isna().all()
 
 
-def _drop_index_columns(frame: pd.DataFrame) -> pd.DataFrame:
-    """Drop ``rownames``, ``time`` and an unnamed first column (an index written by ``to_csv``)."""
+def _drop_index_columns(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """Drop ``rownames``, ``time`` and an unnamed first column (an index written by ``to_csv``); also their names."""
     drop = [c for c in frame.columns if str(c) in INDEX_COLUMNS]
     if len(frame.columns) and (str(frame.columns[0]).startswith("Unnamed: ") or str(frame.columns[0]) == ""):
         drop.append(frame.columns[0])
-    return frame.drop(columns=drop)
+    return frame.drop(columns=drop), [str(c) for c in drop]
 
 
 def _detect_format(dates: pd.DatetimeIndex, names: Sequence[str]) -> str:
@@ -126,7 +153,7 @@ def parse_frame(
     format: FormatName = "custom",
     columns: Sequence[str] | None = None,
     nan_policy: Literal["ffill", "error"] = "ffill",
-    from_file: bool = False,
+    from_file: bool | Sequence[int] = False,
 ) -> _Parsed:
     """Validate a raw table (``date`` + numeric columns) into dates, float64 values and channel names.
 
@@ -137,12 +164,19 @@ def parse_frame(
         columns: channels to keep (default: every numeric column; ``OT`` last when present, as Time-Series-Library).
         nan_policy: custom data only: ``ffill`` (causal forward fill, then leading rows with a NaN dropped) or
             ``error``. NaN in an ETT file always raises.
-        from_file: rows are reported as file lines (header = line 1).
+        from_file: rows are reported as file lines (header = line 1), or the file line of every row.
+
+    Every change to the table is announced in one ``zoo: <label>: ...`` line on stderr: index and text columns left
+    out of the default channels, ``OT`` moved last, an ETT header whose time steps make ``auto`` read it as
+    ``custom``, and the cells a forward fill wrote (with the leading rows it dropped).
 
     Returns:
         The parsed table.
     """
-    frame = _drop_index_columns(frame)
+    notes: list[str] = []
+    frame, dropped = _drop_index_columns(frame)
+    if dropped:
+        notes.append(f"index column(s) {dropped} left out")
     names = [str(c) for c in frame.columns]
     frame.columns = names
     if len(set(names)) != len(names):
@@ -153,6 +187,10 @@ def parse_frame(
     dates = _parse_dates(label, frame["date"], from_file)
     if format == "auto":
         format = _detect_format(dates, names)
+        if format == "custom" and names == list(ETT_COLUMNS) and len(dates) > 1:
+            notes.append("the ETT columns but not one hourly / 15-minute step throughout, so format=auto reads it as "
+                         "custom (7:1:2 split); pass --data.init_args.format=ett_hour|ett_minute for the ETT "
+                         "borders")  # fmt: skip
     if format in ("ett_hour", "ett_minute"):
         if missing := [c for c in ETT_COLUMNS if c not in names]:
             raise ValueError(
@@ -172,20 +210,29 @@ def parse_frame(
         available = list(ETT_COLUMNS[1:])
     else:
         available = [c for c in names if c != "date" and not _is_text_column(frame[c])]
-        if "OT" in available:  # Time-Series-Library: the target goes last
+        if text := [c for c in names if c != "date" and c not in available]:
+            if columns is None:
+                notes.append(f"text column(s) {text} left out of the channels")
+        if "OT" in available and available[-1] != "OT":  # Time-Series-Library: the target goes last
             available = [c for c in available if c != "OT"] + ["OT"]
+            if columns is None:
+                notes.append("OT moved last (Time-Series-Library's target column)")
     if columns is not None:
         columns = list(columns)
         if not columns:
-            raise ValueError(f"{label}: columns=[] selects no channel; expected a non-empty list or null")
+            raise ValueError(f"{label}: --data.init_args.columns=[] selects no channel; expected a non-empty list or "
+                             f"null")  # fmt: skip
         if missing := [c for c in columns if c not in names or c == "date"]:
-            raise ValueError(f"{label}: columns={columns}: unknown column(s) {missing}; available: {available}")
+            raise ValueError(f"{label}: --data.init_args.columns={columns}: unknown column(s) {missing}; available: "
+                             f"{available}")  # fmt: skip
         if len(set(columns)) != len(columns):
-            raise ValueError(f"{label}: columns={columns} lists a column twice")
+            raise ValueError(f"{label}: --data.init_args.columns={columns} lists a column twice")
     else:
         columns = available
     if not columns:
         raise ValueError(f"{label}: no numeric column besides 'date' (found {names})")
+    if flags := [c for c in columns if pd.api.types.is_bool_dtype(frame[c])]:
+        notes.append(f"True/False column(s) {flags} read as 1/0")
     values = _numeric(label, frame, columns, from_file)
     nan = np.isnan(values)
     if nan.any():
@@ -200,7 +247,15 @@ def parse_frame(
         if not complete.any():
             raise ValueError(f"{label}: every row has a missing value after the forward fill (columns {columns})")
         keep = int(np.argmax(complete))
+        filled = int(nan[keep:].sum())
+        i, j = (int(v[0]) for v in np.nonzero(nan[keep:])) if filled else (0, 0)
+        where = f" (first: column {columns[j]!r} at {_row_ref(label, i + keep, from_file)})" if filled else ""
+        lead = f"; dropped the first {keep} row(s), which no earlier value fills" if keep else ""
+        notes.append(f"forward-filled {filled} missing value(s){where}{lead} (--data.init_args.nan_policy=ffill; "
+                     f"'error' refuses missing values)")  # fmt: skip
         values, dates = values[keep:], dates[keep:]
+    if notes:
+        say(f"{label}: " + "; ".join(notes))
     return _Parsed(dates, values, list(columns), format, label)
 
 
@@ -225,8 +280,51 @@ def read_series_csv(
     file = Path(path)
     if not file.is_file():
         raise FileNotFoundError(f"path={path!r}: no such local CSV file (the zoo never downloads)")
+    lines = _scan_csv(file)
     try:
         frame = pd.read_csv(file)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
         raise ValueError(f"{path}: not a readable CSV ({err})") from None
-    return parse_frame(frame, str(path), format, columns, nan_policy, from_file=True)
+    if len(frame) != len(lines):  # the scan and pandas disagree on the rows (a quoting corner): plain row numbers
+        lines = [r + 2 for r in range(len(frame))]
+    return parse_frame(frame, str(path), format, columns, nan_policy, from_file=lines)
+
+
+def _scan_csv(file: Path) -> list[int]:
+    """The file line of every data row, after checking the rows pandas would silently bend.
+
+    pandas fills a row with too few fields with NaN (which the forward fill then hides), takes a first column without
+    a header name as the index, renames a repeated column ``x`` to ``x.1`` and reads a header-only file as an empty
+    table; each is an error here naming the file and the line. Blank lines are skipped, as pandas does.
+    """
+    import csv
+
+    problem = None
+    try:
+        with open(file, newline="", encoding="utf-8") as fh:
+            reader = csv.reader(fh)
+            header = next(reader, None)
+            while header is not None and len(header) <= 1 and not "".join(header).strip():
+                header = next(reader, None)
+            if header is None:
+                raise ValueError(f"{file}: empty file; expected a header line (date, then the series' columns) and "
+                                 f"data rows")  # fmt: skip
+            if dup := sorted({name for name in header if header.count(name) > 1}):
+                raise ValueError(f"{file}: line {reader.line_num}: column name(s) {dup} appear twice in the header")
+            lines = []
+            for row in reader:
+                if len(row) <= 1 and not "".join(row).strip():  # a blank line
+                    continue
+                if len(row) != len(header):
+                    raise ValueError(f"{file}: line {reader.line_num}: {len(row)} fields; expected {len(header)}, "
+                                     f"one per header column ({','.join(header)})")  # fmt: skip
+                lines.append(reader.line_num)
+    except UnicodeDecodeError as err:
+        problem = f"not UTF-8 text ({err.reason} at byte {err.start}); expected a UTF-8 CSV"
+    except csv.Error as err:
+        problem = f"not a readable CSV ({err})"
+    if problem is not None:  # raised outside the handler: the launcher reports the innermost chained error
+        raise ValueError(f"{file}: {problem}")
+    if not lines:
+        raise ValueError(f"{file}: no data rows after the header; expected one row per time step")
+    return lines

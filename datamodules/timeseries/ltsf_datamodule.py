@@ -37,7 +37,9 @@ from torch.utils.data import DataLoader
 from datamodules.timeseries.csv_series import _FORMATS, FormatName, _Parsed, parse_frame, read_series_csv
 from datamodules.timeseries.packaged import _SOURCES, SourceName, load_source
 from datamodules.timeseries.windows import WindowDataset, collate_windows
+from zoo.core import checks
 from zoo.core.datamodule import SplitLoaders, ZooDataModule
+from zoo.core.messages import say
 
 SplitName = Literal["train", "val", "test"]
 SPLITS: tuple[SplitName, ...] = ("train", "val", "test")
@@ -95,21 +97,24 @@ class LTSFDataModule(SplitLoaders, ZooDataModule):
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
-        _check("source", source in _SOURCES, source, "|".join(_SOURCES))
-        _check("format", format in _FORMATS, format, "|".join(_FORMATS))
+        checks.choice(checks.data("source"), source, _SOURCES)
+        checks.choice(checks.data("format"), format, _FORMATS)
         _check(
             "format",
             path is not None or source == "synthetic_ett" or format in ("auto", "custom"),
             format,
             f"auto or custom for source={source} (ETT formats apply to ETT files and synthetic_ett)",
         )
-        _check("nan_policy", nan_policy in ("ffill", "error"), nan_policy, "ffill or error")
-        _check("context_length", context_length >= 1, context_length, ">= 1")
-        _check("horizon", horizon >= 1, horizon, ">= 1")
-        _check("train_stride", train_stride >= 1, train_stride, ">= 1")
-        _check("batch_size", batch_size >= 1, batch_size, ">= 1")
-        _check("eval_batch_size", eval_batch_size >= 1, eval_batch_size, ">= 1")
-        _check("num_workers", num_workers >= 0, num_workers, ">= 0")
+        checks.choice(checks.data("nan_policy"), nan_policy, ("ffill", "error"))
+        for name, value in (("context_length", context_length), ("horizon", horizon), ("train_stride", train_stride),
+                            ("batch_size", batch_size), ("eval_batch_size", eval_batch_size)):  # fmt: skip
+            checks.integer(checks.data(name), value)
+        checks.integer(checks.data("num_workers"), num_workers, low=0)
+        checks.integer(checks.data("seed"), seed, low=0)  # numpy's generators take no negative seed
+        if columns is not None and (not columns or not all(isinstance(c, str) for c in columns)):
+            checks.fail(checks.data("columns"), columns, "null (every numeric column) or a non-empty list of names")
+        if path is not None and not Path(path).is_file():
+            raise FileNotFoundError(f"--data.init_args.path={path}: no such local CSV file (the zoo never downloads)")
         self.source, self.path, self.format = source, path, format
         self.columns = list(columns) if columns is not None else None
         self.context_length, self.horizon, self.train_stride = context_length, horizon, train_stride
@@ -164,6 +169,9 @@ class LTSFDataModule(SplitLoaders, ZooDataModule):
                     f"{label}: {n} rows is too few for the {fmt} borders (needs >= {b_te}: train [0, {b_tr}), "
                     f"val [{b_tr} - L, {b_va}), test [{b_va} - L, {b_te})); use format=custom for a 7:1:2 split"
                 )
+            if n > b_te:
+                say(f"{label}: rows [{b_te}, {n}) lie past the {fmt} test border and are unused (Time-Series-Library's "
+                    f"ETT borders 12/4/4 months; --data.init_args.format=custom splits all rows 7:1:2)")  # fmt: skip
             return {"train": (0, b_tr), "val": (b_tr - L, b_va), "test": (b_va - L, b_te)}
         n_tr, n_te = int(n * 0.7), int(n * 0.2)
         n_va = n - n_tr - n_te

@@ -9,13 +9,7 @@ from torch.utils.data import DataLoader
 from datamodules.timeseries.corpus_windows import CorpusWindows, EpochWindowSampler
 from datamodules.timeseries.synthetic_corpus import make_corpus
 from datamodules.timeseries.windows import collate_windows
-from zoo.core import ZooDataModule
-
-
-def _check(flag: str, ok: bool, value: object, expected: str) -> None:
-    """Raise a ValueError naming ``--data.init_args.<flag>`` when ``ok`` is false."""
-    if not ok:
-        raise ValueError(f"--data.init_args.{flag}={value!r}: expected {expected}")
+from zoo.core import ZooDataModule, checks
 
 
 class TSFMPretrainDataModule(ZooDataModule):
@@ -54,16 +48,18 @@ class TSFMPretrainDataModule(ZooDataModule):
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
-        _check("num_series", num_series >= 2, num_series, ">= 2")
-        _check("context_length", context_length >= 1, context_length, ">= 1")
-        _check("horizon", horizon >= 1, horizon, ">= 1")
-        _check("length", length >= context_length + horizon, length, f">= context_length + horizon = "
-               f"{context_length + horizon}")  # fmt: skip
-        _check("val_series", 1 <= val_series < num_series, val_series, f"in [1, num_series={num_series})")
-        _check("val_windows", val_windows >= 1, val_windows, ">= 1")
-        _check("batch_size", batch_size >= 1, batch_size, ">= 1")
-        _check("steps_per_epoch", steps_per_epoch >= 1, steps_per_epoch, ">= 1")
-        _check("num_workers", num_workers >= 0, num_workers, ">= 0")
+        checks.integer(checks.data("num_series"), num_series, low=2)
+        checks.integer(checks.data("context_length"), context_length)
+        checks.integer(checks.data("horizon"), horizon)
+        if not (isinstance(length, int) and length >= context_length + horizon):
+            checks.fail(checks.data("length"), length, f"an integer >= context_length + horizon = "
+                        f"{context_length + horizon}")  # fmt: skip
+        checks.integer(checks.data("val_series"), val_series, 1, num_series - 1)
+        for name, value in (("val_windows", val_windows), ("batch_size", batch_size),
+                            ("steps_per_epoch", steps_per_epoch)):  # fmt: skip
+            checks.integer(checks.data(name), value)
+        checks.integer(checks.data("num_workers"), num_workers, low=0)
+        checks.integer(checks.data("seed"), seed, low=0)  # numpy's generators take no negative seed
         self.num_series, self.length, self.seed = num_series, length, seed
         self.context_length, self.horizon = context_length, horizon
         self.batch_size, self.steps_per_epoch = batch_size, steps_per_epoch

@@ -197,3 +197,16 @@ def test_sampled_p_source_estimates_once_and_weights_by_it(tmp_path: Path) -> No
     batch.pop("index")
     with pytest.raises(RuntimeError, match="p_source=sampled"):
         model.compute_loss(batch)
+
+
+def test_lm_module_rejects_data_tokenised_for_another_model() -> None:
+    """Issue #19: the addition/character ids fed to a Hugging Face LM (or a Hugging Face tokenizer's ids to the
+    random-init GPT-2) trained on silently wrong tokens when only one of the two ``hf_path`` was set."""
+    from types import SimpleNamespace
+
+    model = CoverageLMModule()
+    model._trainer = SimpleNamespace(datamodule=CoverageLMDataModule())  # what setup reads of the trainer
+    model.setup("fit")  # both None: fine
+    model.hf_path = "some/folder"  # as if built from a local Hugging Face LM
+    with pytest.raises(ValueError, match=r"--model.init_args.hf_path=some/folder but --data.init_args.hf_path=None"):
+        model.setup("fit")

@@ -229,3 +229,37 @@ def test_datamodule_file_and_validation(tmp_path: Path):
         MoEPromptDataModule(digits=0)
     with pytest.raises(ValueError, match=r"--data\.init_args\.n_items=0"):
         MoEPromptDataModule(n_items=0)
+
+
+# -- issue #19: nothing bent silently --------------------------------------------------------------------------------
+def test_max_items_cut_is_announced(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """``max_items`` dropped the file's later records without a word."""
+    path = _write_jsonl(tmp_path / "g.jsonl", [_good(a=f"#### {i}") for i in range(5)])
+    MoEPromptDataModule(path=str(path), max_items=3).setup()
+    assert f"zoo: {path}: serving the first 3 of 5 records (--data.init_args.max_items=3)" in capsys.readouterr().err
+    MoEPromptDataModule(path=str(path), max_items=5).setup()
+    assert "serving" not in capsys.readouterr().err  # nothing cut, nothing said
+
+
+def test_characters_read_as_unk_are_announced(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """The tiny models' character tokenizer reads only ``0-9+-*= ?#QA:``: a GSM8K question (and the default
+    ``Question: {q}`` template) became a row of <unk> tokens without a word; the arith_em prompts stay silent."""
+    from types import SimpleNamespace
+
+    from zoo.moe_cap.module import MoEEvalModule, unknown_chars
+
+    tok = char_tokenizer()
+    assert unknown_chars(tok, ["Q: 1+2=? A:"]) is None
+    assert unknown_chars(tok, ["Q: 1+2=? A:", "Q: why?"]) == (1, "Q: why?", ["h", "w", "y"])
+    module = MoEEvalModule(family="llama", hidden_size=16, max_new_tokens=2)
+    path = _write_jsonl(tmp_path / "g.jsonl", [_good(), _good(q="1+1?")])
+    for dm, said in ((MoEPromptDataModule(n_items=4, n_train=4), False), (MoEPromptDataModule(path=str(path)), True)):
+        dm.setup()
+        module._trainer = SimpleNamespace(datamodule=dm)  # what setup reads of the trainer
+        module.setup("validate")
+        err = capsys.readouterr().err
+        assert ("texts have characters the tokenizer reads as <unk>" in err) is said, err
+        if said:
+            assert f"zoo: {path}: 2 of 2 texts" in err and "--model.init_args.pretrained=" in err
+            module.setup("fit")  # the file's records train and evaluate: each is read once, with its gold
+            assert f"zoo: {path}: 2 of 2 texts" in capsys.readouterr().err

@@ -449,5 +449,5 @@ def test_pretrain_windows_deterministic_per_seed_and_epoch() -> None:
     assert sum(len(b["channel"]) for b in val) == 10
     assert all(20 <= int(c) < 24 for b in val for c in b["channel"])
     assert all(torch.equal(a["x"], b["x"]) for a, b in zip(val, other.val_dataloader()))
-    with pytest.raises(ValueError, match=r"--data.init_args.length=40: expected >= context_length \+ horizon = 48"):
+    with pytest.raises(ValueError, match=r"length=40: expected an integer >= context_length \+ horizon = 48"):
         TSFMPretrainDataModule(num_series=8, length=40, context_length=32, horizon=16, val_series=2)

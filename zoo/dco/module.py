@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from zoo.core import checks
 from zoo.core.module import ZooModule, adam_kernel
 from zoo.dco.loss import DCOLoss, entropy_penalized_ce, shift_labels, smoothed_ce, token_logprobs
 from zoo.dco.metrics import exact_pass_at_k
@@ -64,14 +65,18 @@ class CoverageModule(ZooModule):
                  entropy_beta: float = 0.1, ks: tuple[int, ...] | list[int] = KS,
                  temperatures: tuple[float, ...] | list[float] = (1.5, 2.0), lr: float = 1e-3,
                  weight_decay: float = 0.0, pretrained: str | None = None) -> None:  # fmt: skip
-        if loss not in ("ce", "dco", "label_smoothing", "entropy"):
-            raise ValueError(f"--model.init_args.loss={loss!r} must be ce, dco, label_smoothing or entropy")
-        if not 0.0 <= label_smoothing < 1.0:
-            raise ValueError(f"--model.init_args.label_smoothing={label_smoothing} must be in [0, 1)")
-        if not ks or any(int(k) < 1 for k in ks):
-            raise ValueError(f"--model.init_args.ks={list(ks)} must be positive integers")
-        if any(t <= 0 for t in temperatures):
-            raise ValueError(f"--model.init_args.temperatures={list(temperatures)} must be positive")
+        checks.choice(checks.model("loss"), loss, ("ce", "dco", "label_smoothing", "entropy"))
+        checks.integer(checks.model("dco_n"), dco_n)
+        checks.number(checks.model("threshold"), threshold, 0.0, 1.0, open_high=True)
+        checks.choice(checks.model("ce_reduction"), ce_reduction, ("mean", "sum"))
+        checks.choice(checks.model("filter_normalize"), filter_normalize, ("batch", "kept"))
+        checks.number(checks.model("label_smoothing"), label_smoothing, 0.0, 1.0, open_high=True)
+        checks.non_negative(checks.model("entropy_beta"), entropy_beta)
+        if not ks or not all(isinstance(k, int) and not isinstance(k, bool) and k >= 1 for k in ks):
+            checks.fail(checks.model("ks"), list(ks), "a non-empty list of integers >= 1")
+        if not all(isinstance(t, int | float) and not isinstance(t, bool) and 0 < t < float("inf")
+                   for t in temperatures):  # fmt: skip
+            checks.fail(checks.model("temperatures"), list(temperatures), "a list of finite numbers > 0")
         self.loss_kind, self.dco_n, self.threshold, self.ce_reduction = loss, dco_n, threshold, ce_reduction
         self.filter_normalize = filter_normalize
         self.label_smoothing, self.entropy_beta = label_smoothing, entropy_beta
@@ -215,6 +220,10 @@ class KAnswerModule(CoverageModule):
                  entropy_beta: float = 0.1, ks: tuple[int, ...] | list[int] = KS,
                  temperatures: tuple[float, ...] | list[float] = (1.5, 2.0), lr: float = 0.5,
                  weight_decay: float = 0.0, pretrained: str | None = None) -> None:  # fmt: skip
+        checks.integer(checks.model("input_dim"), input_dim)
+        checks.integer(checks.model("num_classes"), num_classes, low=2)
+        if not all(isinstance(s, int) and not isinstance(s, bool) and s >= 1 for s in eval_steps):
+            checks.fail(checks.model("eval_steps"), list(eval_steps), "a list of optimizer steps >= 1")
         self.input_dim, self.num_classes = input_dim, num_classes
         self.eval_steps = sorted(int(s) for s in eval_steps)
         super().__init__(loss, dco_n, threshold, ce_reduction, filter_normalize, label_smoothing, entropy_beta, ks,
@@ -324,15 +333,15 @@ class CoverageLMModule(CoverageModule):
                  label_smoothing: float = 0.1, entropy_beta: float = 0.1, ks: tuple[int, ...] | list[int] = KS,
                  temperatures: tuple[float, ...] | list[float] = (1.5, 2.0), lr: float = 3e-3,
                  weight_decay: float = 0.1, pretrained: str | None = None) -> None:  # fmt: skip
+        for name, value in (("vocab_size", vocab_size), ("n_positions", n_positions), ("n_embd", n_embd),
+                            ("n_layer", n_layer), ("n_head", n_head), ("eval_every", eval_every),
+                            ("p_samples", p_samples)):  # fmt: skip
+            checks.integer(checks.model(name), value)
         if n_embd % n_head:
-            raise ValueError(f"--model.init_args.n_embd={n_embd} must be divisible by n_head={n_head}")
-        if eval_every < 1:
-            raise ValueError(f"--model.init_args.eval_every={eval_every} must be >= 1")
-        if filter_mode not in ("batch", "epoch"):
-            raise ValueError(f"--model.init_args.filter_mode={filter_mode!r} must be 'batch' or 'epoch'")
-        if p_source not in ("sequence", "sampled") or p_samples < 1:
-            raise ValueError(f"--model.init_args.p_source={p_source!r} must be 'sequence' or 'sampled' and "
-                             f"p_samples={p_samples} >= 1")  # fmt: skip
+            checks.fail(checks.model("n_embd"), n_embd, f"a multiple of --model.init_args.n_head={n_head}")
+        checks.number(checks.model("dropout"), dropout, 0.0, 1.0, open_high=True)
+        checks.choice(checks.model("filter_mode"), filter_mode, ("batch", "epoch"))
+        checks.choice(checks.model("p_source"), p_source, ("sequence", "sampled"))
         self.filter_mode, self.p_source, self.p_samples = filter_mode, p_source, p_samples
         #: ``p_source: sampled``: the per-training-example fraction of correct samples (``None`` until estimated).
         self.p_estimate: Tensor | None = None
@@ -354,8 +363,13 @@ class CoverageLMModule(CoverageModule):
             self.model.load_hf(resolve_hf_path(self.hf_path))
 
     def setup(self, stage: str) -> None:
-        """The datamodule's sequences must fit the network's positions (a named error, not an index error)."""
+        """The data must be tokenised for this network and fit its positions (named errors, not wrong ids)."""
         dm = getattr(self._trainer, "datamodule", None) if self._trainer is not None else None
+        data_hf = getattr(dm, "hf_path", self.hf_path)
+        if (data_hf is None) != (self.hf_path is None):  # the addition/character ids fed to a Hugging Face LM, or
+            # a Hugging Face tokenizer's ids fed to the random-init GPT-2: silently wrong tokens
+            raise ValueError(f"--model.init_args.hf_path={self.hf_path} but --data.init_args.hf_path={data_hf}: "
+                             f"expected the same value (the data is tokenised by the model's tokenizer)")  # fmt: skip
         longest = getattr(dm, "max_length", None)
         positions = getattr(self.model.lm.config, "n_positions", None) or getattr(
             self.model.lm.config, "max_position_embeddings", None)  # fmt: skip

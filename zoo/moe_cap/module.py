@@ -23,6 +23,8 @@ from typing import Any, ClassVar, Literal
 import torch
 from torch import Tensor, nn
 
+from zoo.core import checks
+from zoo.core.messages import say
 from zoo.core.module import ZooModule
 from zoo.moe_cap.answers import em_f1, extract_prediction
 from zoo.moe_cap.model import FAMILIES, build_model, load_folder, tiny_config
@@ -76,14 +78,17 @@ class MoEEvalModule(ZooModule):
                  min_new_tokens: int | None = None, do_sample: bool = False,
                  temperature: float = 1.0, gen_seed: int = 0, fallback_last_number: bool = True, lr: float = 1e-3,
                  weight_decay: float = 0.0, pretrained: str | None = None) -> None:  # fmt: skip
-        if family not in FAMILIES:
-            raise ValueError(f"--model.init_args.family={family!r}: expected one of {list(FAMILIES)}")
-        if max_new_tokens < 1:
-            raise ValueError(f"--model.init_args.max_new_tokens={max_new_tokens} must be >= 1")
-        if min_new_tokens is not None and not 0 <= min_new_tokens <= max_new_tokens:
-            raise ValueError(f"--model.init_args.min_new_tokens={min_new_tokens} must be in [0, max_new_tokens]")
-        if do_sample and temperature <= 0:
-            raise ValueError(f"--model.init_args.temperature={temperature} must be > 0 when sampling")
+        checks.choice(checks.model("family"), family, FAMILIES)
+        checks.integer(checks.model("hidden_size"), hidden_size)
+        if hidden_size % 8 and family != "deepseek_v3":  # 4 heads of an even rotary size (MLA sets its own sizes)
+            checks.fail(checks.model("hidden_size"), hidden_size, f"a multiple of 8 for family={family} (4 heads "
+                        f"of an even rotary size)")  # fmt: skip
+        checks.optional_integer(checks.model("num_layers"), num_layers)
+        checks.optional_integer(checks.model("q_lora_rank"), q_lora_rank)
+        checks.integer(checks.model("max_new_tokens"), max_new_tokens)
+        checks.optional_integer(checks.model("min_new_tokens"), min_new_tokens, 0, max_new_tokens)
+        if do_sample:
+            checks.positive(checks.model("temperature"), temperature)
         self.family, self.hidden_size, self.num_layers, self.q_lora_rank = family, hidden_size, num_layers, q_lora_rank
         self.init_seed, self.max_new_tokens, self.do_sample = init_seed, max_new_tokens, do_sample
         self.min_new_tokens = max_new_tokens if min_new_tokens is None else min_new_tokens
@@ -101,6 +106,22 @@ class MoEEvalModule(ZooModule):
                              hidden_size=self.hidden_size, num_layers=self.num_layers,
                              q_lora_rank=self.q_lora_rank)  # fmt: skip
         self.model = MoELM(build_model(config, seed=self.init_seed), tok)
+
+    def setup(self, stage: str) -> None:
+        """Announce the items whose characters the tokenizer can only read as ``<unk>`` (see :func:`unknown_chars`)."""
+        dm = getattr(self._trainer, "datamodule", None) if self._trainer is not None else None
+        evaluated, trained = getattr(dm, "eval_items", None) or [], getattr(dm, "train_items", None) or []
+        texts = [] if stage == "fit" and evaluated is trained else [item["prompt"] for item in evaluated]
+        if stage == "fit":  # training also reads the golds
+            texts += [item["prompt"] + " " + item["gold"] for item in trained]
+        found = unknown_chars(self.model.tokenizer, texts)
+        if found:
+            count, first, chars = found
+            origin = getattr(dm, "path", None) or "the data"
+            say(f"{origin}: {count} of {len(texts)} texts have characters the tokenizer reads as <unk> (first: "
+                f"{first!r}: {chars}); each is one <unk> token, so lengths and the measurement stand but accuracy "
+                f"does not; --model.init_args.pretrained=<local Hugging Face folder> brings its own "
+                f"tokenizer")  # fmt: skip
 
     # -- generation -----------------------------------------------------------------------------------------------
     def generate(self, prompts: list[str], seed: int = 0) -> list[str]:
@@ -187,3 +208,21 @@ class MoEEvalModule(ZooModule):
 
     def batch_size_of(self, batch: Any) -> int:  # noqa: D102
         return len(batch["prompt"])
+
+
+def unknown_chars(tokenizer: Any, texts: list[str]) -> tuple[int, str, list[str]] | None:
+    """``(texts with an <unk> token, the first such text (cut to 60 characters), its unknown characters)`` or None.
+
+    A tokenizer without an unknown token (byte-level BPE) reads everything; the tiny models' character tokenizer
+    (:mod:`zoo.moe_cap.tokenizer`) reads only its 20 characters.
+    """
+    unk = getattr(tokenizer, "unk_token_id", None)
+    if unk is None or not texts:
+        return None
+    ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    bad = [i for i, row in enumerate(ids) if unk in row]
+    if not bad:
+        return None
+    text = texts[bad[0]]
+    chars = sorted({ch for ch in text if unk in tokenizer(ch, add_special_tokens=False)["input_ids"]})
+    return len(bad), text[:60], chars[:12] + (["..."] if len(chars) > 12 else [])

@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Literal
 import torch
 from torch import Tensor
 
+from zoo.core import checks
 from zoo.core.module import ZooModule, adam_kernel
 from zoo.prune_finetune.model import Forecaster, horizon_errors, mse, patchtst_config
 
@@ -90,12 +91,26 @@ class TSFMModule(ZooModule):
         warmup_steps: int = 0,
         pretrained: str | None = None,
     ) -> None:
+        for name, value in (("context_length", context_length), ("horizon", horizon), ("d_model", d_model),
+                            ("num_layers", num_layers), ("heads", heads), ("ffn_dim", ffn_dim),
+                            ("patch_length", patch_length), ("patch_stride", patch_stride)):  # fmt: skip
+            checks.integer(checks.model(name), value)
+        if patch_length > context_length:
+            checks.fail(checks.model("patch_length"), patch_length, f"an integer <= context_length={context_length}")
+        if d_model % heads:
+            checks.fail(checks.model("d_model"), d_model, f"a multiple of --model.init_args.heads={heads}")
+        checks.choice(checks.model("norm_type"), norm_type, ("batchnorm", "layernorm"))
+        checks.choice(checks.model("scaling"), scaling, ("std", "mean", "none"))
+        checks.number(checks.model("dropout"), dropout, 0.0, 1.0, open_high=True)
+        checks.choice(checks.model("activation"), activation, ("gelu", "relu"))
+        checks.choice(checks.model("optimizer"), optimizer, ("adam", "adamw"))
+        checks.choice(checks.model("lr_schedule"), lr_schedule, ("constant", "cosine", "type1"))
+        checks.integer(checks.model("warmup_steps"), warmup_steps, low=0)
         horizons = [24, 48, 96] if eval_horizons is None else list(eval_horizons)
         horizons = [h for h in horizons if h <= horizon] if eval_horizons is None else horizons
-        if not horizons or any(h < 1 or h > horizon for h in horizons):
-            raise ValueError(f"--model.init_args.eval_horizons={eval_horizons}: each must be in [1, horizon={horizon}]")
-        if warmup_steps < 0:
-            raise ValueError(f"--model.init_args.warmup_steps={warmup_steps} must be >= 0")
+        if not horizons or not all(isinstance(h, int) and 1 <= h <= horizon for h in horizons):
+            checks.fail(checks.model("eval_horizons"), eval_horizons, f"a non-empty list of integers in [1, "
+                        f"horizon={horizon}]")  # fmt: skip
         self.eval_horizons = horizons
         self.optimizer_name, self.lr_schedule, self.warmup_steps = optimizer, lr_schedule, warmup_steps
         self._config = {
