@@ -1,4 +1,4 @@
-"""TimesFm through the same spec, merge and callback (card "Merge", TimesFm bullet; "Tests" 7, 8, 9 on TimesFm).
+"""TimesFm (``timesfm.py``) through the spec, merge and callback (card "Merge", TimesFm bullet; "Tests" 7, 8, 9).
 
 Tiny transformers ``TimesFmModelForPrediction`` (d 16, 4 heads of 4, MLP 32, 2 layers, 8 patches of 8) inside the
 zoo's :class:`Forecaster`, with random biases, O(1) weights and a random per-dimension query scale (the transformers
@@ -21,7 +21,6 @@ from torch import Tensor, nn
 
 from callbacks.prune_finetune import PruneThenFinetune
 from zoo.prune_finetune.merge import (
-    TIMESFM_QUERY_SCALE,
     Bias,
     IndexedLinear,
     MergedAttention,
@@ -32,9 +31,10 @@ from zoo.prune_finetune.merge import (
     predicted_param_count,
     rebuild_,
 )
-from zoo.prune_finetune.model import Forecaster, timesfm_config
+from zoo.prune_finetune.model import Forecaster
 from zoo.prune_finetune.module import TSFMModule
 from zoo.prune_finetune.spec import LayerSites, layer_sites, mask_sizes, masked, site_kind, target_linears
+from zoo.prune_finetune.timesfm import TIMESFM_QUERY_SCALE, timesfm_config
 
 from .test_callback import TINY, _data, _trainer
 
@@ -451,3 +451,14 @@ def test_module_prune_merge_checkpoint_round_trip(tmp_path: Path) -> None:
     assert loaded.structure == module.structure and loaded.backbone == "timesfm"
     torch.testing.assert_close(predict(loaded.eval().model, x), predict(module.model, x), atol=0, rtol=0)
     assert any(isinstance(m, IndexedLinear) for m in loaded.modules()) is False  # default residual_slicing: fold
+
+
+def test_config_errors_name_the_option() -> None:
+    """Overlapping patches or a context that is not a whole number of patches raise naming the option (TimesFm reshapes
+    the window into non-overlapping patches); catches a silent stride mismatch with the PatchTST options."""
+    with pytest.raises(ValueError, match="patch_stride=8"):
+        timesfm_config(context_length=64, patch_length=16, patch_stride=8)
+    with pytest.raises(ValueError, match="patch_length=24.*context_length=64"):
+        timesfm_config(context_length=64, patch_length=24)
+    with pytest.raises(ValueError, match="backbone='chronos'"):
+        TSFMModule(**{**TINY, "backbone": "chronos"})

@@ -39,6 +39,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from zoo.prune_finetune.spec import LayerSites, Layout, encoder_layers, layer_layout
+from zoo.prune_finetune.timesfm import TIMESFM_QUERY_SCALE, query_scale_factor
 
 __all__ = [
     "BOOKKEEPING_FORMAT",
@@ -363,9 +364,6 @@ def _check_masks(model: nn.Module, masks: dict[str, Tensor]) -> dict[str, nn.Lin
     return found
 
 
-#: TimesFm's query-scale constant: ``softplus(scaling) * 1.442695041 / sqrt(head_dim)`` (``TimesFmAttention``).
-TIMESFM_QUERY_SCALE = 1.442695041
-
 #: Class names of the merge's stand-ins: a layer holding one was merged already.
 _MERGED = ("MergedAttention", "Bias", "Zero")
 
@@ -458,27 +456,6 @@ def _query_scale_slots(qk_index: list[list[int]]) -> tuple[list[int], list[list[
     return used, [[slot[i] for i in idx] for idx in qk_index]
 
 
-def _query_scale_factor(name: str, attn: nn.Module) -> float:
-    """TimesFm's constant ``1.442695041 / sqrt(head_dim)``, checked against the module's own query scaling.
-
-    Raises:
-        ValueError: if the attention has no query-scaling method or it is not ``softplus(scaling) * factor``.
-    """
-    factor = TIMESFM_QUERY_SCALE / math.sqrt(attn.head_dim)
-    method = getattr(attn, "_scale_query", None) or getattr(attn, "_per_dim_scaling", None)
-    if method is None:
-        raise ValueError(f"{name}.self_attn: no _scale_query method; unknown TimesFm attention layout")
-    raw = attn.scaling.detach()
-    with torch.no_grad():
-        got = method(torch.ones(1, 1, 1, attn.head_dim, dtype=raw.dtype, device=raw.device)).flatten()
-    if not torch.allclose(got, F.softplus(raw) * factor, rtol=1e-5, atol=0.0):
-        raise ValueError(
-            f"{name}.self_attn: its query scale is not softplus(scaling) * {TIMESFM_QUERY_SCALE} / sqrt(head_dim); "
-            "this transformers version's TimesFm attention is a layout the merge does not know"
-        )
-    return factor
-
-
 def _activation_at_zero(layer: nn.Module, layout: Layout, like: Tensor) -> Tensor:
     """``act(0)`` of the FFN: PatchTST's ``ff[1]``; TimesFm's MLP applies ReLU (0)."""
     zero = torch.zeros(1, dtype=like.dtype, device=like.device)
@@ -510,7 +487,7 @@ def _plan_layer(
         "scaling": 1.0 if layout.kind == "timesfm" else float(attn.scaling),
     }
     if layout.kind == "timesfm":
-        entry["query_scale_factor"] = _query_scale_factor(name, attn)
+        entry["query_scale_factor"] = query_scale_factor(name, attn)
     consts: dict[str, Tensor] = {}
 
     # attention: heads whose V channels are all gone go first, then the uniform q/k and V widths

@@ -14,6 +14,8 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
+from zoo.prune_finetune.timesfm import timesfm_config, timesfm_forecast
+
 __all__ = ["Forecaster", "horizon_errors", "patchtst_config", "timesfm_config"]
 
 NormType = Literal["batchnorm", "layernorm"]
@@ -86,68 +88,6 @@ def patchtst_config(
     )
 
 
-def timesfm_config(
-    context_length: int = 336,
-    horizon: int = 96,
-    d_model: int = 64,
-    num_layers: int = 3,
-    heads: int = 4,
-    ffn_dim: int = 256,
-    patch_length: int = 16,
-    patch_stride: int | None = None,
-    dropout: float = 0.0,
-) -> object:
-    """A tiny ``TimesFmConfig``: a point forecaster (no quantile heads) whose one output patch is the whole horizon.
-
-    TimesFm is a decoder-only patch transformer: causal attention over non-overlapping input patches, a per-dimension
-    learnable query scale, an MLP with its own LayerNorm, and a residual-block head mapping the last patch's state to
-    ``horizon_length`` values. Here ``horizon_length = H``, so one decoding step forecasts the whole horizon (direct
-    multi-step, as the zoo's PatchTST); ``quantiles`` is empty, so the only output is the mean trained with MSE.
-    Sinusoidal positional embeddings are on (TimesFM 1.0; 2.0 relies on the causal mask alone).
-
-    Args:
-        context_length: input window L (a multiple of ``patch_length``).
-        horizon: forecast length H (TimesFm's ``horizon_length``, the output patch).
-        d_model: hidden size.
-        num_layers: decoder layers.
-        heads: attention heads (``head_dim = d_model / heads``).
-        ffn_dim: MLP inner size (also the width of the input and output residual blocks).
-        patch_length: input patch length.
-        patch_stride: ``None`` or ``patch_length`` (TimesFm's patches do not overlap).
-        dropout: attention dropout (TimesFm has no other dropout).
-
-    Returns:
-        The ``transformers.TimesFmConfig``.
-    """
-    from transformers import TimesFmConfig
-
-    if patch_stride is not None and patch_stride != patch_length:
-        raise ValueError(
-            f"--model.init_args.patch_stride={patch_stride}: TimesFm's patches do not overlap, set it to "
-            f"patch_length={patch_length}"
-        )
-    if context_length % patch_length:
-        raise ValueError(
-            f"--model.init_args.patch_length={patch_length}: TimesFm needs context_length={context_length} to be a "
-            "multiple of it"
-        )
-    if d_model % heads:
-        raise ValueError(f"d_model={d_model} is not divisible by heads={heads}")
-    return TimesFmConfig(
-        patch_length=patch_length,
-        context_length=context_length,
-        horizon_length=horizon,
-        num_hidden_layers=num_layers,
-        hidden_size=d_model,
-        intermediate_size=ffn_dim,
-        head_dim=d_model // heads,
-        num_attention_heads=heads,
-        quantiles=[],
-        attention_dropout=dropout,
-        use_positional_embedding=True,
-    )
-
-
 def _model_class(config: object) -> type[nn.Module]:
     """``PatchTSTForPrediction`` or ``TimesFmModelForPrediction`` for a config of either."""
     import transformers
@@ -189,18 +129,9 @@ class Forecaster(nn.Module):
         if x.dim() != 2:
             raise ValueError(f"Forecaster: expected x of shape (B, L), got {tuple(x.shape)}")
         if self.backbone == "timesfm":
-            return self._timesfm(x)
+            return timesfm_forecast(self.net, x)
         out = self.net(past_values=x.unsqueeze(-1)).prediction_outputs  # (B, H, 1)
         return out.squeeze(-1)
-
-    def _timesfm(self, x: Tensor) -> Tensor:
-        config = self.net.config
-        if x.shape[1] != config.context_length:
-            raise ValueError(f"Forecaster: expected windows of {config.context_length} steps, got {x.shape[1]}")
-        freq = torch.zeros(x.shape[0], 1, dtype=torch.long, device=x.device)
-        out = self.net.decoder(past_values=x, past_values_padding=torch.zeros_like(x), freq=freq)
-        forecast = self.net._postprocess_output(out.last_hidden_state, (out.loc, out.scale))  # (B, N, H, 1 + Q)
-        return forecast[:, -1, :, 0]
 
     def load_hf(self, path: Path) -> None:
         """Load a local Hugging Face ``PatchTSTForPrediction`` or ``TimesFmModelForPrediction`` folder (offline).
