@@ -609,10 +609,10 @@ def _linear_params(n_in: int, n_out: int, bias: bool) -> int:
 def _layer_params(layer: nn.Module, layout: Layout, entry: dict[str, Any]) -> int:
     """Parameters of one merged layer as the bookkeeping says (``layer``: the unmerged layer, for norms and biases)."""
     d = entry["d_model"]
-    attn, ffn = layer.self_attn, layer.get_submodule(layout.ffn)
+    ffn = layer.get_submodule(layout.ffn)
     rest = sum(p.numel() for n, p in layer.named_parameters() if not n.startswith(("self_attn.", f"{layout.ffn}.")))
-    ffn_linears = tuple(name.removeprefix(f"{layout.ffn}.") for name in layout.ffn_linears)
-    ffn_rest = sum(p.numel() for n, p in ffn.named_parameters() if not n.startswith(ffn_linears))  # TimesFm's LayerNorm
+    ffn_linears = tuple(name.removeprefix(layout.ffn) + "." for name in layout.ffn_linears)  # ".0." / ".gate_proj."
+    ffn_rest = sum(p.numel() for n, p in ffn.named_parameters() if not f".{n}".startswith(ffn_linears))  # TimesFm LN
 
     def width(linear: str, side: str) -> int:
         index = entry["gather" if side == "in" else "scatter"].get(linear)
@@ -634,7 +634,6 @@ def _layer_params(layer: nn.Module, layout: Layout, entry: dict[str, Any]) -> in
             attn_count = d
         case _:
             attn_count = 0
-    del attn
     match entry["ffn"]:
         case "ffn":
             f = entry["ffn_dim"]

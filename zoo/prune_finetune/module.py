@@ -63,7 +63,7 @@ class TSFMModule(ZooModule):
             timesfm``, ``TimesFmModelForPrediction``) folder, or a training recipe such as
             ``configs/prune_finetune/pretrain.yaml`` (trained once, cached).
         backbone: ``patchtst`` (transformers' ``PatchTSTForPrediction``) or ``timesfm`` (``TimesFmModelForPrediction``
-            with one output patch of H steps and no quantile heads, see ``model.timesfm_config``). TimesFm uses
+            with one output patch of H steps and no quantile heads, see ``timesfm.timesfm_config``). TimesFm uses
             ``d_model``, ``num_layers``, ``heads``, ``ffn_dim``, ``patch_length`` (= ``patch_stride``) and ``dropout``
             (attention only); ``norm_type``, ``pre_norm``, ``scaling`` and ``activation`` are PatchTST's (TimesFm
             has RMS/LayerNorm before each sub-layer, first-patch scaling and a ReLU MLP).
