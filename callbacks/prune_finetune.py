@@ -19,7 +19,7 @@ stopping with ``ft_patience``, the official ``type1`` schedule). ``prune_finetun
 ``pruned.ckpt`` (the merged weights before fine-tuning, loadable through ``pretrained``) go to the run directory,
 the fine-tuned checkpoint to ``<run dir>/finetune/``.
 
-Module protocol :class:`Prunable` (checked in ``setup``): ``model`` (holding PatchTST encoder layers),
+Module protocol :class:`Prunable` (checked in ``setup``): ``model`` (holding PatchTST or TimesFm layers),
 ``compute_loss(batch)["loss"]`` (mean over samples), ``batch_size_of(batch)``, and the ``ZooModule`` attributes
 ``step_override`` and ``structure``; optional ``lr_schedule`` (set for the fine-tuning fit).
 """
@@ -57,7 +57,7 @@ _NO_OPTIMIZER = r".*returned `None`, this fit will run with no optimizer"
 class Prunable(Protocol):
     """What :class:`PruneThenFinetune` needs of the module it prunes."""
 
-    #: The network holding the PatchTST encoder layers (masked, merged and sliced in place).
+    #: The network holding the PatchTST encoder or TimesFm decoder layers (masked, merged and sliced in place).
     model: nn.Module
     #: Set to the prune step while pruning (the callback drives the step), reset to ``None`` after.
     step_override: Any

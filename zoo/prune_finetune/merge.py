@@ -1,7 +1,8 @@
-"""Merge pruning masks into a physically smaller dense PatchTST (pure torch + transformers; no Lightning).
+"""Merge pruning masks into a physically smaller dense PatchTST or TimesFm (pure torch + transformers; no Lightning).
 
 :func:`merge_` first folds every mask into its Linear (``W <- diag(m_out) W diag(m_in)``, ``b <- m_out * b``), so the
-plain model equals the masked one, then slices with PatchTST's dependency graph (card, "Merge"):
+plain model equals the masked one, then slices with the layer's dependency graph (card, "Merge"; the layouts are in
+``spec.py``; "ffn-in/ffn-out" below are PatchTST's ``ff[0]``/``ff[3]`` and TimesFm's ``gate_proj``/``down_proj``):
 
 - q/k: inner index ``j`` goes when ``q_out[j] = 0`` or ``k_out[j] = 0``; q and k rows go together. The score scaling
   stays the original ``1 / sqrt(head_dim)``.
@@ -13,7 +14,13 @@ plain model equals the masked one, then slices with PatchTST's dependency graph 
   constant ``act(0) * W3[:, j]`` moves into ff3's bias first.
 - whole sub-layers: an attention with no head left becomes :class:`Bias` (its out_proj bias) or :class:`Zero`; an FFN
   with no channel left becomes :class:`Bias` (ff3's bias plus the act(0) terms) or :class:`Zero`. A sub-layer whose
-  residual-side output mask is all zero outputs 0 and becomes :class:`Zero`.
+  residual-side output mask is all zero outputs 0 and becomes :class:`Zero`. TimesFm's MLP adds its input back
+  itself (and zeroes padded positions), so its stand-ins do too (``residual=True``); its LayerNorm goes with it.
+- TimesFm: a fused ``qkv_proj`` is split into its q, k and v row blocks first. The per-dimension query scale
+  ``softplus(scaling) * 1.442695041 / sqrt(head_dim)`` (one vector of length head_dim, shared by the heads) is
+  expanded per head and sliced with the kept q/k indices of each head: :class:`MergedAttention` keeps the raw
+  ``scaling`` entries of the in-head indices some kept head still uses (one shared vector, so fine-tuning keeps the
+  heads' tie) and a per-head gather index; the constant factor keeps the *original* head_dim.
 - residual stream: ``fold`` keeps d_model (zero rows/columns); ``index`` keeps only live residual columns/rows in
   :class:`IndexedLinear`, which gathers its input with ``index_select`` and scatters its output with ``index_add``.
 
@@ -31,10 +38,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from zoo.prune_finetune.spec import ATTN_LINEARS, FFN_LINEARS, LayerSites, encoder_layers
+from zoo.prune_finetune.spec import LayerSites, Layout, encoder_layers, layer_layout
+from zoo.prune_finetune.timesfm import TIMESFM_QUERY_SCALE, query_scale_factor
 
 __all__ = [
     "BOOKKEEPING_FORMAT",
+    "TIMESFM_QUERY_SCALE",
     "Bias",
     "IndexedLinear",
     "MergedAttention",
@@ -116,12 +125,22 @@ class IndexedLinear(nn.Linear):
 
 
 class MergedAttention(nn.Module):
-    """PatchTSTAttention after the merge: ``num_heads`` heads of q/k width ``qk_head_dim`` and V width ``v_head_dim``.
+    """An attention after the merge: ``num_heads`` heads of q/k width ``qk_head_dim`` and V width ``v_head_dim``.
 
-    Same forward signature and return convention as ``PatchTSTAttention``. The scores use the *original*
-    ``scaling`` (``1 / sqrt(original head_dim)``): the sliced q/k entries were zero, so recomputing it from the new
-    width would change every score. ``qk_head_dim = 0`` gives all-zero scores (uniform attention).
+    Same forward signature and return convention as ``PatchTSTAttention`` and ``TimesFmAttention``
+    (``(output, weights)``). The scores use the *original* ``scaling`` (PatchTST: ``1 / sqrt(original head_dim)``;
+    TimesFm: 1): the sliced q/k entries were zero, so recomputing it from the new width would change every score.
+    ``qk_head_dim = 0`` gives all-zero scores (uniform attention).
+
+    TimesFm's per-dimension query scale: ``query_scale`` holds raw ``scaling`` entries (before softplus) and
+    ``query_scale_index`` (``num_heads x qk_head_dim``, a buffer restored from the bookkeeping) says which entry
+    scales each kept q dimension of each head; the query is multiplied by
+    ``softplus(query_scale) * query_scale_factor`` gathered per head, ``query_scale_factor`` being the original
+    ``1.442695041 / sqrt(original head_dim)``.
     """
+
+    #: Per kept head and q/k dimension, the entry of ``query_scale`` that scales it (``None``: no query scale).
+    query_scale_index: Tensor | None
 
     def __init__(
         self,
@@ -135,6 +154,9 @@ class MergedAttention(nn.Module):
         scaling: float,
         dropout: float = 0.0,
         attn_implementation: str = "eager",
+        query_scale: Tensor | None = None,
+        query_scale_index: list[list[int]] | None = None,
+        query_scale_factor: float = 1.0,
     ) -> None:
         """Wrap sliced projections.
 
@@ -150,9 +172,14 @@ class MergedAttention(nn.Module):
             dropout: attention-probability dropout in training (the original's ``dropout``).
             attn_implementation: ``"sdpa"`` uses ``F.scaled_dot_product_attention`` when no weights are requested;
                 anything else computes the softmax eagerly.
+            query_scale: raw per-dimension query scale entries (TimesFm's ``scaling`` before softplus), trainable;
+                ``None``: no query scale (PatchTST).
+            query_scale_index: per kept head, the ``query_scale`` entry of each kept q dimension.
+            query_scale_factor: the original constant the softplus is multiplied by.
 
         Raises:
-            ValueError: if a projection's width does not match ``num_heads`` and the head widths.
+            ValueError: if a projection's width does not match ``num_heads`` and the head widths, or the query-scale
+                index does not match the heads and ``query_scale``.
         """
         super().__init__()
         if num_heads < 1 or v_head_dim < 1 or qk_head_dim < 0:
@@ -169,6 +196,21 @@ class MergedAttention(nn.Module):
             if size != want:
                 raise ValueError(f"MergedAttention: {name}={size}, expected {want} (heads x head width)")
         self.q_proj, self.k_proj, self.v_proj, self.out_proj = q_proj, k_proj, v_proj, out_proj
+        if query_scale is None:
+            self.query_scale = None
+            self.register_buffer("query_scale_index", None, persistent=False)
+        else:
+            rows = query_scale_index or []
+            slots = set(range(len(query_scale)))
+            if len(rows) != num_heads or any(len(r) != qk_head_dim or not set(r) <= slots for r in rows):
+                raise ValueError(
+                    f"MergedAttention: query_scale_index needs {num_heads} rows of {qk_head_dim} entries in "
+                    f"[0, {len(query_scale)}), found {rows}"
+                )
+            index = torch.tensor(rows, dtype=torch.long, device=query_scale.device).reshape(num_heads, qk_head_dim)
+            self.query_scale = nn.Parameter(query_scale.detach().clone())
+            self.register_buffer("query_scale_index", index, persistent=False)
+        self.query_scale_factor = query_scale_factor
         self.num_heads = num_heads
         self.qk_head_dim = qk_head_dim
         self.v_head_dim = v_head_dim
@@ -204,6 +246,9 @@ class MergedAttention(nn.Module):
         query = self.q_proj(hidden_states).view(*input_shape, self.num_heads, self.qk_head_dim).transpose(-3, -2)
         key = self.k_proj(current).view(*kv_shape, self.num_heads, self.qk_head_dim).transpose(-3, -2)
         value = self.v_proj(current).view(*kv_shape, self.num_heads, self.v_head_dim).transpose(-3, -2)
+        if self.query_scale is not None:  # TimesFm: softplus(scaling) * factor, expanded per head and sliced
+            scale = F.softplus(self.query_scale).mul(self.query_scale_factor)[self.query_scale_index]
+            query = query * scale[:, None, :]
         dropout = self.dropout if self.training else 0.0
         weights = None
         if self.attn_implementation == "sdpa" and not output_attentions and self.qk_head_dim > 0:
@@ -220,60 +265,81 @@ class MergedAttention(nn.Module):
         return self.out_proj(out), (weights if output_attentions else None)
 
     def extra_repr(self) -> str:  # noqa: D102
+        query_scale = "" if self.query_scale is None else f", query_scale={len(self.query_scale)} entries"
         return (
             f"num_heads={self.num_heads}, qk_head_dim={self.qk_head_dim}, v_head_dim={self.v_head_dim}, "
-            f"scaling={self.scaling:.6g}"
+            f"scaling={self.scaling:.6g}{query_scale}"
         )
+
+
+def _residual_out(out: Tensor, hidden_states: Tensor, paddings: Tensor | None) -> Tensor:
+    """TimesFm's MLP ending: zero the padded positions' output, then add the input back."""
+    if paddings is not None:
+        out = out * (1.0 - paddings[:, :, None])
+    return out + hidden_states
 
 
 class Bias(nn.Module):
     """A removed sub-layer whose output is a constant vector (its surviving bias), broadcast to the input's shape.
 
     With ``attention=True`` it stands in for ``self_attn`` and returns ``(output, None)`` like PatchTSTAttention
-    (no attention weights exist); otherwise it stands in for ``ff`` and returns the tensor.
+    and TimesFmAttention (no attention weights exist); otherwise it stands in for the FFN and returns the tensor.
+    With ``residual=True`` it stands in for TimesFm's MLP, whose residual connection is inside it: ``forward(x,
+    paddings)`` returns ``bias * (1 - paddings) + x``.
     """
 
-    def __init__(self, bias: Tensor, attention: bool) -> None:
+    def __init__(self, bias: Tensor, attention: bool, residual: bool = False) -> None:
         """Hold the constant.
 
         Args:
             bias: the constant output vector (d_model), trainable.
-            attention: return PatchTSTAttention's ``(output, None)`` tuple instead of a tensor.
+            attention: return the attention's ``(output, None)`` tuple instead of a tensor.
+            residual: add the input back and zero padded positions (TimesFm's MLP).
         """
         super().__init__()
         self.bias = nn.Parameter(bias.detach().clone())
         self.attention = attention
+        self.residual = residual
 
     def forward(self, hidden_states: Tensor, *args: Any, **kwargs: Any) -> Tensor | tuple[Tensor, None]:
-        """The constant, broadcast to ``(*hidden_states.shape[:-1], d_model)``; extra arguments are ignored."""
+        """The constant, broadcast to ``(*hidden_states.shape[:-1], d_model)`` (TimesFm MLP: see the class)."""
         out = self.bias.expand(*hidden_states.shape[:-1], self.bias.shape[0])
+        if self.residual:
+            return _residual_out(out, hidden_states, kwargs.get("paddings", args[0] if args else None))
         return (out, None) if self.attention else out
 
     def extra_repr(self) -> str:  # noqa: D102
-        return f"dim={self.bias.shape[0]}, attention={self.attention}"
+        return f"dim={self.bias.shape[0]}, attention={self.attention}, residual={self.residual}"
 
 
 class Zero(nn.Module):
-    """A removed sub-layer whose output is identically 0 (see :class:`Bias` for the return convention)."""
+    """A removed sub-layer whose output is identically 0 (see :class:`Bias` for the return conventions).
 
-    def __init__(self, dim: int, attention: bool) -> None:
+    With ``residual=True`` (TimesFm's MLP) it returns its input unchanged.
+    """
+
+    def __init__(self, dim: int, attention: bool, residual: bool = False) -> None:
         """Remember the output width.
 
         Args:
             dim: output width (d_model).
-            attention: return PatchTSTAttention's ``(output, None)`` tuple instead of a tensor.
+            attention: return the attention's ``(output, None)`` tuple instead of a tensor.
+            residual: return the input (TimesFm's MLP adds it back itself).
         """
         super().__init__()
         self.dim = dim
         self.attention = attention
+        self.residual = residual
 
     def forward(self, hidden_states: Tensor, *args: Any, **kwargs: Any) -> Tensor | tuple[Tensor, None]:
-        """Zeros of shape ``(*hidden_states.shape[:-1], dim)``; extra arguments are ignored."""
+        """Zeros of shape ``(*hidden_states.shape[:-1], dim)`` (the input itself with ``residual``)."""
+        if self.residual:
+            return hidden_states
         out = hidden_states.new_zeros(*hidden_states.shape[:-1], self.dim)
         return (out, None) if self.attention else out
 
     def extra_repr(self) -> str:  # noqa: D102
-        return f"dim={self.dim}, attention={self.attention}"
+        return f"dim={self.dim}, attention={self.attention}, residual={self.residual}"
 
 
 # ----------------------------------------------------------------------------------------------------------- masks
@@ -298,27 +364,47 @@ def _check_masks(model: nn.Module, masks: dict[str, Tensor]) -> dict[str, nn.Lin
     return found
 
 
-def _unmerged_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
-    """Encoder layers, checked to still hold the original PatchTSTAttention and FFN."""
-    layers = encoder_layers(model)
-    for name, layer in layers:
-        attn, ff = layer.self_attn, layer.ff
-        if type(attn).__name__ != "PatchTSTAttention" or not isinstance(ff, nn.Sequential) or len(ff) != 4:
+#: Class names of the merge's stand-ins: a layer holding one was merged already.
+_MERGED = ("MergedAttention", "Bias", "Zero")
+
+
+def _unmerged_layers(model: nn.Module) -> list[tuple[str, nn.Module, Layout]]:
+    """Transformer layers with their layouts, checked to still hold the original attention and FFN."""
+    layers = []
+    for name, layer in encoder_layers(model):
+        attn = layer.self_attn
+        if type(layer).__name__ == "PatchTSTEncoderLayer":
+            ff = layer.ff
+            merged = type(attn).__name__ != "PatchTSTAttention" or not isinstance(ff, nn.Sequential) or len(ff) != 4
+            expected, found = "PatchTSTAttention and a 4-module ff Sequential", f"ff={type(ff).__name__}"
+        else:
+            mlp = layer.mlp
+            merged = type(attn).__name__ in _MERGED or type(mlp).__name__ in _MERGED
+            expected, found = "TimesFm attention and MLP", f"mlp={type(mlp).__name__}"
+        if merged:
             raise ValueError(
-                f"{name}: expected an unmerged layer (PatchTSTAttention and a 4-module ff Sequential), found "
-                f"self_attn={type(attn).__name__}, ff={type(ff).__name__}; was the model merged already?"
+                f"{name}: expected an unmerged layer ({expected}), found self_attn={type(attn).__name__}, {found}; "
+                "was the model merged already?"
             )
+        layers.append((name, layer, layer_layout(name, layer)))
     return layers
 
 
 class _Masks:
-    """Mask lookup for one layer; an absent site is all ones."""
+    """Mask lookup for one layer; an absent site is all ones. ``role`` helpers split a fused qkv into row blocks."""
 
     def __init__(self, masks: dict[str, Tensor], sites: LayerSites, layer: nn.Module) -> None:
-        self.masks, self.sites, self.layer = masks, sites, layer
+        self.masks, self.sites, self.layer, self.layout = masks, sites, layer, sites.layout
+        attn = layer.self_attn
+        self.block = attn.num_heads * attn.head_dim  # rows of each of q, k and v
+        if self.layout.fused_qkv and self.linear(self.layout.q).out_features != 3 * self.block:
+            raise ValueError(
+                f"{sites.prefix}.self_attn.{self.layout.q}: {self.linear(self.layout.q).out_features} outputs, "
+                f"expected 3 x num_heads x head_dim = {3 * self.block} (q, k and v blocks; grouped kv is not supported)"
+            )
 
     def linear(self, name: str) -> nn.Linear:
-        return self.layer.get_submodule(f"self_attn.{name}" if name in ATTN_LINEARS else name)
+        return self.layer.get_submodule(self.layout.path(name))
 
     def get(self, name: str, side: Literal["in", "out"]) -> Tensor:
         linear = self.linear(name)
@@ -330,6 +416,15 @@ class _Masks:
 
     def zero(self, name: str, side: Literal["in", "out"]) -> Tensor:
         return self.get(name, side) == 0
+
+    def offset(self, role: Literal["q", "k", "v"]) -> int:
+        """First row of ``role``'s block in its Linear (0 unless the qkv is fused)."""
+        return "qkv".index(role) * self.block if self.layout.fused_qkv else 0
+
+    def role_out_zero(self, role: Literal["q", "k", "v"]) -> Tensor:
+        """Output-mask zeros of the q, k or v projection (its row block of a fused qkv)."""
+        start = self.offset(role)
+        return self.zero(getattr(self.layout, role), "out")[start : start + self.block]
 
     def folded(self, name: str, already: bool) -> tuple[Tensor, Tensor | None]:
         """``(W, b)`` of a Linear with its masks folded in (as is, when ``already`` folded)."""
@@ -354,30 +449,53 @@ def _live(mask: Tensor) -> list[int] | None:
     return None if bool((mask != 0).all()) else (mask != 0).nonzero().flatten().tolist()
 
 
+def _query_scale_slots(qk_index: list[list[int]]) -> tuple[list[int], list[list[int]]]:
+    """The in-head dimensions some kept head uses (sorted) and, per head, each kept dimension's slot among them."""
+    used = sorted({i for idx in qk_index for i in idx})
+    slot = {i: n for n, i in enumerate(used)}
+    return used, [[slot[i] for i in idx] for idx in qk_index]
+
+
+def _activation_at_zero(layer: nn.Module, layout: Layout, like: Tensor) -> Tensor:
+    """``act(0)`` of the FFN: PatchTST's ``ff[1]``; TimesFm's MLP applies ReLU (0)."""
+    zero = torch.zeros(1, dtype=like.dtype, device=like.device)
+    if layout.kind == "timesfm":
+        return zero[0]
+    with torch.no_grad():
+        return layer.ff[1](zero)[0]
+
+
 def _plan_layer(
-    name: str, layer: nn.Module, masks: dict[str, Tensor], residual_slicing: ResidualSlicing, folded: bool
-) -> tuple[dict[str, Any], dict[str, Tensor]]:
+    name: str, layer: nn.Module, layout: Layout, masks: dict[str, Tensor], residual_slicing: ResidualSlicing,
+    folded: bool,
+) -> tuple[dict[str, Any], dict[str, Tensor]]:  # fmt: skip
     """Bookkeeping entry of one layer, plus the constants (tensors) the build needs."""
-    m = _Masks(masks, LayerSites(name), layer)
+    m = _Masks(masks, LayerSites(name, layout), layer)
     attn = layer.self_attn
-    num_heads, head_dim, d_model = attn.num_heads, attn.head_dim, attn.embed_dim
-    ffn_dim = layer.ff[0].out_features
+    num_heads, head_dim = attn.num_heads, attn.head_dim
+    d_model = m.linear(layout.o).out_features
+    ffn_dim = m.linear(layout.ffn_in).out_features
     entry: dict[str, Any] = {
         "name": name,
+        "layout": layout.kind,
+        "fused_qkv": layout.fused_qkv,
         "d_model": d_model,
         "orig_num_heads": num_heads,
         "orig_head_dim": head_dim,
         "orig_ffn_dim": ffn_dim,
-        "scaling": float(attn.scaling),
+        # PatchTST multiplies the scores by 1/sqrt(head_dim); TimesFm scales the query per dimension and the scores by 1
+        "scaling": 1.0 if layout.kind == "timesfm" else float(attn.scaling),
     }
+    if layout.kind == "timesfm":
+        entry["query_scale_factor"] = query_scale_factor(name, attn)
     consts: dict[str, Tensor] = {}
 
     # attention: heads whose V channels are all gone go first, then the uniform q/k and V widths
-    v_gone = m.zero("v_proj", "out") | m.zero("out_proj", "in")
-    qk_gone = m.zero("q_proj", "out") | m.zero("k_proj", "out")
+    v_gone = m.role_out_zero("v") | m.zero(layout.o, "in")
+    qk_gone = m.role_out_zero("q") | m.role_out_zero("k")
     heads = [h for h in range(num_heads) if not bool(v_gone[h * head_dim : (h + 1) * head_dim].all())]
-    _, o_bias = m.folded("out_proj", folded)
-    if bool(m.zero("out_proj", "out").all()):
+    _, o_bias = m.folded(layout.o, folded)
+    if bool(m.zero(layout.o, "out").all()):
         kind = "zero"
     elif not heads:
         kind = "bias" if o_bias is not None and bool((o_bias != 0).any()) else "zero"
@@ -387,6 +505,8 @@ def _plan_layer(
         kind = "attn"
     if kind == "attn":
         qk_index, v_index = _uniform_keep(qk_gone, heads, head_dim), _uniform_keep(v_gone, heads, head_dim)
+        if layout.kind == "timesfm":
+            consts["query_scale"] = attn.scaling.detach()[_query_scale_slots(qk_index)[0]]
     else:
         heads, qk_index, v_index = [], [], []
     entry |= {
@@ -399,18 +519,16 @@ def _plan_layer(
         "v_index": v_index,
     }
 
-    # FFN: a channel dead at ff0 but live at ff3 still adds act(0) * W3[:, j]; move that into ff3's bias
-    f0_gone, f3_gone = m.zero("ff.0", "out"), m.zero("ff.3", "in")
-    w3, b3 = m.folded("ff.3", folded)
-    act = layer.ff[1]
-    with torch.no_grad():
-        act0 = act(torch.zeros(1, dtype=w3.dtype, device=w3.device))[0]
+    # FFN: a channel dead at ffn-in but live at ffn-out still adds act(0) * W_out[:, j]; move that into the bias
+    f0_gone, f3_gone = m.zero(layout.ffn_in, "out"), m.zero(layout.ffn_out, "in")
+    w3, b3 = m.folded(layout.ffn_out, folded)
+    act0 = _activation_at_zero(layer, layout, w3)
     absorbed = f0_gone & ~f3_gone
     constant = torch.zeros(d_model, dtype=w3.dtype, device=w3.device) if b3 is None else b3.clone()
     if bool(absorbed.any()) and bool(act0 != 0):
         constant = constant + act0 * w3[:, absorbed].sum(dim=1)
     keep = (~(f0_gone | f3_gone)).nonzero().flatten().tolist()
-    if bool(m.zero("ff.3", "out").all()):
+    if bool(m.zero(layout.ffn_out, "out").all()):
         ffn_kind = "zero"
     elif not keep:
         ffn_kind = "bias" if bool((constant != 0).any()) else "zero"
@@ -427,9 +545,10 @@ def _plan_layer(
     gather: dict[str, list[int]] = {}
     scatter: dict[str, list[int]] = {}
     if residual_slicing == "index":
-        live_linears = (ATTN_LINEARS if kind == "attn" else ()) + (FFN_LINEARS if ffn_kind == "ffn" else ())
+        live_linears = layout.attn_linears if kind == "attn" else ()
+        live_linears += layout.ffn_linears if ffn_kind == "ffn" else ()
         for linear in live_linears:
-            side: Literal["in", "out"] = "out" if linear in ("out_proj", "ff.3") else "in"
+            side: Literal["in", "out"] = "out" if linear in (layout.o, layout.ffn_out) else "in"
             if (index := _live(m.get(linear, side))) is not None:
                 (scatter if side == "out" else gather)[linear] = index
     entry |= {"gather": gather, "scatter": scatter}
@@ -463,7 +582,7 @@ def _plan(
         raise ValueError(f"residual_slicing={residual_slicing!r}, expected 'fold' or 'index'")
     _check_masks(model, masks)
     layers = _unmerged_layers(model)
-    entries = [_plan_layer(name, layer, masks, residual_slicing, folded)[0] for name, layer in layers]
+    entries = [_plan_layer(*layer, masks, residual_slicing, folded)[0] for layer in layers]
     bookkeeping: dict[str, Any] = {"format": BOOKKEEPING_FORMAT, "residual_slicing": residual_slicing}
     bookkeeping["layers"] = entries
     bookkeeping["params"] = _predicted_params(model, entries)
@@ -474,7 +593,7 @@ def _plan(
 
 
 def param_count(model: nn.Module, blocks_only: bool = False) -> int:
-    """Number of parameters of ``model`` (shared ones once); ``blocks_only`` counts only the encoder layers'."""
+    """Number of parameters of ``model`` (shared ones once); ``blocks_only`` counts only the transformer layers'."""
     if not blocks_only:
         return sum(p.numel() for p in model.parameters())
     seen: dict[int, int] = {}
@@ -487,23 +606,30 @@ def _linear_params(n_in: int, n_out: int, bias: bool) -> int:
     return n_in * n_out + (n_out if bias else 0)
 
 
-def _layer_params(layer: nn.Module, entry: dict[str, Any]) -> int:
+def _layer_params(layer: nn.Module, layout: Layout, entry: dict[str, Any]) -> int:
     """Parameters of one merged layer as the bookkeeping says (``layer``: the unmerged layer, for norms and biases)."""
     d = entry["d_model"]
-    attn, ff = layer.self_attn, layer.ff
-    rest = sum(p.numel() for n, p in layer.named_parameters() if not n.startswith(("self_attn.", "ff.")))
+    ffn = layer.get_submodule(layout.ffn)
+    rest = sum(p.numel() for n, p in layer.named_parameters() if not n.startswith(("self_attn.", f"{layout.ffn}.")))
+    ffn_linears = tuple(name.removeprefix(layout.ffn) + "." for name in layout.ffn_linears)  # ".0." / ".gate_proj."
+    ffn_rest = sum(p.numel() for n, p in ffn.named_parameters() if not f".{n}".startswith(ffn_linears))  # TimesFm LN
 
     def width(linear: str, side: str) -> int:
         index = entry["gather" if side == "in" else "scatter"].get(linear)
         return d if index is None else len(index)
 
+    def bias(linear: str) -> bool:
+        return layer.get_submodule(layout.path(linear)).bias is not None
+
     match entry["attn"]:
         case "attn":
             h, qk, v = entry["num_heads"], entry["qk_head_dim"], entry["v_head_dim"]
-            attn_count = _linear_params(width("q_proj", "in"), h * qk, attn.q_proj.bias is not None)
-            attn_count += _linear_params(width("k_proj", "in"), h * qk, attn.k_proj.bias is not None)
-            attn_count += _linear_params(width("v_proj", "in"), h * v, attn.v_proj.bias is not None)
-            attn_count += _linear_params(h * v, width("out_proj", "out"), attn.out_proj.bias is not None)
+            attn_count = _linear_params(width(layout.q, "in"), h * qk, bias(layout.q))
+            attn_count += _linear_params(width(layout.k, "in"), h * qk, bias(layout.k))
+            attn_count += _linear_params(width(layout.v, "in"), h * v, bias(layout.v))
+            attn_count += _linear_params(h * v, width(layout.o, "out"), bias(layout.o))
+            if layout.kind == "timesfm":
+                attn_count += len(_query_scale_slots(entry["qk_index"])[0])
         case "bias":
             attn_count = d
         case _:
@@ -511,8 +637,8 @@ def _layer_params(layer: nn.Module, entry: dict[str, Any]) -> int:
     match entry["ffn"]:
         case "ffn":
             f = entry["ffn_dim"]
-            ffn_count = _linear_params(width("ff.0", "in"), f, ff[0].bias is not None)
-            ffn_count += _linear_params(f, width("ff.3", "out"), entry["ffn_out_bias"])
+            ffn_count = _linear_params(width(layout.ffn_in, "in"), f, bias(layout.ffn_in))
+            ffn_count += _linear_params(f, width(layout.ffn_out, "out"), entry["ffn_out_bias"]) + ffn_rest
         case "bias":
             ffn_count = d
         case _:
@@ -524,7 +650,7 @@ def _predicted_params(model: nn.Module, entries: list[dict[str, Any]]) -> dict[s
     layers = dict(encoder_layers(model))
     blocks_before = param_count(model, blocks_only=True)
     total_before = param_count(model)
-    blocks_after = sum(_layer_params(layers[e["name"]], e) for e in entries)
+    blocks_after = sum(_layer_params(layers[e["name"]], layer_layout(e["name"], layers[e["name"]]), e) for e in entries)
     return {
         "total_before": total_before,
         "blocks_before": blocks_before,
@@ -582,20 +708,21 @@ def _fill(linear: nn.Linear, weight: Tensor, bias: Tensor | None) -> None:
             linear.bias.copy_(bias if bias is not None else torch.zeros_like(linear.bias))
 
 
-def _build_layer(layer: nn.Module, entry: dict[str, Any], consts: dict[str, Tensor] | None) -> None:
+def _build_layer(layer: nn.Module, layout: Layout, entry: dict[str, Any], consts: dict[str, Tensor] | None) -> None:
     """Replace ``layer``'s attention and FFN by the merged shapes; copy sliced weights when ``consts`` is given.
 
     With ``consts`` (merge) the layer's Linears must already hold the folded weights; without (rebuild) the new
-    weights are zeros, to be overwritten by ``load_state_dict``.
+    weights are zeros, to be overwritten by ``load_state_dict``. A fused qkv gives three Linears (its row blocks).
     """
     d = entry["d_model"]
-    attn, ff = layer.self_attn, layer.ff
-    like = attn.q_proj.weight
+    attn = layer.self_attn
+    like = layer.get_submodule(layout.path(layout.q)).weight
     gather, scatter = entry["gather"], entry["scatter"]
+    timesfm = layout.kind == "timesfm"
 
     def make(name: str, rows: list[int] | None, cols: list[int] | None, bias: bool | None = None) -> nn.Linear:
         """New Linear from the old one's ``rows`` (outputs) and ``cols`` (inputs); ``None`` keeps a whole side."""
-        old = attn.get_submodule(name) if name in ATTN_LINEARS else layer.get_submodule(name)
+        old = layer.get_submodule(layout.path(name))
         cols = gather.get(name, cols)
         rows = scatter.get(name, rows)
         n_in = old.in_features if cols is None else len(cols)
@@ -616,20 +743,28 @@ def _build_layer(layer: nn.Module, entry: dict[str, Any], consts: dict[str, Tens
             heads = entry["heads"]
             qk_rows = [h * hd + i for h, idx in zip(heads, entry["qk_index"], strict=True) for i in idx]
             v_rows = [h * hd + i for h, idx in zip(heads, entry["v_index"], strict=True) for i in idx]
+            block = 0 if not layout.fused_qkv else attn.num_heads * hd  # fused qkv: q, k, v row blocks
+            scale: dict[str, Any] = {}
+            if timesfm:
+                used, slots = _query_scale_slots(entry["qk_index"])
+                raw = consts["query_scale"] if consts is not None else like.new_zeros(len(used))
+                factor = entry["query_scale_factor"]
+                scale = {"query_scale": raw, "query_scale_index": slots, "query_scale_factor": factor}
             layer.self_attn = MergedAttention(
-                q_proj=make("q_proj", qk_rows, None),
-                k_proj=make("k_proj", qk_rows, None),
-                v_proj=make("v_proj", v_rows, None),
-                out_proj=make("out_proj", None, v_rows),
+                q_proj=make(layout.q, qk_rows, None),
+                k_proj=make(layout.k, [block + r for r in qk_rows], None),
+                v_proj=make(layout.v, [2 * block + r for r in v_rows], None),
+                out_proj=make(layout.o, None, v_rows),
                 num_heads=entry["num_heads"],
                 qk_head_dim=entry["qk_head_dim"],
                 v_head_dim=entry["v_head_dim"],
                 scaling=entry["scaling"],
-                dropout=float(getattr(attn, "dropout", 0.0)),
+                dropout=float(getattr(attn, "dropout", getattr(attn, "attention_dropout", 0.0))),
                 attn_implementation=getattr(getattr(attn, "config", None), "_attn_implementation", None) or "eager",
+                **scale,
             )
         case "bias":
-            value = consts["attn_bias"] if consts is not None else torch.zeros(d, dtype=like.dtype, device=like.device)
+            value = consts["attn_bias"] if consts is not None else like.new_zeros(d)
             layer.self_attn = Bias(value, attention=True)
         case _:
             layer.self_attn = Zero(d, attention=True)
@@ -637,18 +772,20 @@ def _build_layer(layer: nn.Module, entry: dict[str, Any], consts: dict[str, Tens
     match entry["ffn"]:
         case "ffn":
             keep = entry["ffn_index"]
-            ff0 = make("ff.0", keep, None)
-            ff3 = make("ff.3", None, keep, bias=entry["ffn_out_bias"])
+            ffn_in = make(layout.ffn_in, keep, None)
+            ffn_out = make(layout.ffn_out, None, keep, bias=entry["ffn_out_bias"])
             if consts is not None and "ffn_bias" in consts:
-                rows = scatter.get("ff.3")
+                rows = scatter.get(layout.ffn_out)
                 with torch.no_grad():
-                    ff3.bias.copy_(consts["ffn_bias"] if rows is None else consts["ffn_bias"][rows])
-            ff[0], ff[3] = ff0, ff3
+                    ffn_out.bias.copy_(consts["ffn_bias"] if rows is None else consts["ffn_bias"][rows])
+            for name, new in ((layout.ffn_in, ffn_in), (layout.ffn_out, ffn_out)):
+                parent, _, child = name.rpartition(".")
+                setattr(layer.get_submodule(parent), child, new)
         case "bias":
-            value = consts["ffn_bias"] if consts is not None else torch.zeros(d, dtype=like.dtype, device=like.device)
-            layer.ff = Bias(value, attention=False)
+            value = consts["ffn_bias"] if consts is not None else like.new_zeros(d)
+            setattr(layer, layout.ffn, Bias(value, attention=False, residual=timesfm))
         case _:
-            layer.ff = Zero(d, attention=False)
+            setattr(layer, layout.ffn, Zero(d, attention=False, residual=timesfm))
 
 
 @torch.no_grad()
@@ -671,7 +808,8 @@ def merge_(model: nn.Module, masks: dict[str, Tensor], residual_slicing: Residua
     """Turn ``model`` in place into a smaller dense model whose outputs equal ``with masked(model, masks)``'s.
 
     Args:
-        model: an unmerged PatchTST (``PatchTSTForPrediction`` or anything holding ``PatchTSTEncoderLayer``s).
+        model: an unmerged PatchTST or TimesFm (``PatchTSTForPrediction``, ``TimesFmModelForPrediction`` or
+            anything holding ``PatchTSTEncoderLayer``s or ``TimesFmDecoderLayer``s).
         masks: ``{"<linear path>:in" | ":out": mask}`` (see ``spec.mask_sizes``); 0 means pruned, absent sites are
             all ones. Sites outside the encoder layers (``prune_scope: all_linear``) are folded, not sliced.
         residual_slicing: ``fold`` keeps d_model with zero rows/columns; ``index`` slices the residual-side
@@ -681,8 +819,9 @@ def merge_(model: nn.Module, masks: dict[str, Tensor], residual_slicing: Residua
         The bookkeeping, primitives only::
 
             {"format": "prune_finetune.merge/1", "residual_slicing": "fold" | "index",
-             "layers": [{"name": "model.encoder.layers.0", "d_model": int,
-                         "orig_num_heads": int, "orig_head_dim": int, "orig_ffn_dim": int, "scaling": float,
+             "layers": [{"name": "model.encoder.layers.0", "layout": "patchtst" | "timesfm", "fused_qkv": bool,
+                         "d_model": int, "orig_num_heads": int, "orig_head_dim": int, "orig_ffn_dim": int,
+                         "scaling": float, "query_scale_factor": float (TimesFm only),
                          "attn": "attn" | "bias" | "zero", "num_heads": int, "heads": [kept head ids],
                          "qk_head_dim": int, "v_head_dim": int,
                          "qk_index": [[kept in-head q/k indices] per kept head], "v_index": [[...] per kept head],
@@ -692,6 +831,9 @@ def merge_(model: nn.Module, masks: dict[str, Tensor], residual_slicing: Residua
              "params": {"total_before", "blocks_before", "total_after", "blocks_after": int}}
 
         ``params`` holds the counts predicted from the masks; ``gather``/``scatter`` are empty under ``fold``.
+        ``scaling`` is the score scaling (PatchTST ``1/sqrt(head_dim)``, TimesFm 1) and ``query_scale_factor``
+        TimesFm's constant ``1.442695041/sqrt(head_dim)``, both of the original widths. Bookkeeping written before
+        TimesFm support has no ``layout``/``fused_qkv`` and reads as PatchTST.
 
     Raises:
         KeyError: for a mask naming no unmerged Linear of ``model``.
@@ -703,13 +845,13 @@ def merge_(model: nn.Module, masks: dict[str, Tensor], residual_slicing: Residua
     _check_masks(model, masks)
     layers = _unmerged_layers(model)
     _fold_(model, masks)
-    planned = [_plan_layer(name, layer, masks, residual_slicing, folded=True) for name, layer in layers]
+    planned = [_plan_layer(*layer, masks, residual_slicing, folded=True) for layer in layers]
     entries = [entry for entry, _ in planned]
     bookkeeping: dict[str, Any] = {"format": BOOKKEEPING_FORMAT, "residual_slicing": residual_slicing}
     bookkeeping["layers"] = entries
     bookkeeping["params"] = _predicted_params(model, entries)
-    for (_, layer), (entry, consts) in zip(layers, planned, strict=True):
-        _build_layer(layer, entry, consts)
+    for (_, layer, layout), (entry, consts) in zip(layers, planned, strict=True):
+        _build_layer(layer, layout, entry, consts)
     return bookkeeping
 
 
@@ -725,24 +867,26 @@ def rebuild_(model: nn.Module, bookkeeping: dict[str, Any]) -> None:
     """
     if bookkeeping.get("format") != BOOKKEEPING_FORMAT:
         raise ValueError(f"bookkeeping format {bookkeeping.get('format')!r}, expected {BOOKKEEPING_FORMAT!r}")
-    layers = dict(_unmerged_layers(model))
+    layers = {name: (layer, layout) for name, layer, layout in _unmerged_layers(model)}
     entries = bookkeeping["layers"]
     if sorted(layers) != sorted(e["name"] for e in entries):
         raise ValueError(f"bookkeeping layers {[e['name'] for e in entries]}, but the model has {list(layers)}")
     for entry in entries:
-        layer = layers[entry["name"]]
-        attn = layer.self_attn
+        layer, layout = layers[entry["name"]]
         found = {
-            "d_model": attn.embed_dim,
-            "orig_num_heads": attn.num_heads,
-            "orig_head_dim": attn.head_dim,
-            "orig_ffn_dim": layer.ff[0].out_features,
+            "layout": layout.kind,
+            "fused_qkv": layout.fused_qkv,
+            "d_model": layer.get_submodule(layout.path(layout.o)).out_features,
+            "orig_num_heads": layer.self_attn.num_heads,
+            "orig_head_dim": layer.self_attn.head_dim,
+            "orig_ffn_dim": layer.get_submodule(layout.ffn_in).out_features,
         }
+        defaults = {"layout": "patchtst", "fused_qkv": False}  # bookkeeping written before TimesFm support
         for key, value in found.items():
-            if entry[key] != value:
-                raise ValueError(f"{entry['name']}: bookkeeping {key}={entry[key]}, but the model has {value}")
+            if entry.get(key, defaults.get(key)) != value:
+                raise ValueError(f"{entry['name']}: bookkeeping {key}={entry.get(key)}, but the model has {value}")
     for entry in entries:
-        _build_layer(layers[entry["name"]], entry, None)
+        _build_layer(*layers[entry["name"]], entry, None)
 
 
 def merge_summary(bookkeeping: dict[str, Any]) -> dict[str, Any]:

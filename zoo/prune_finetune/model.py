@@ -1,8 +1,9 @@
-"""The zoo's tiny time-series foundation model: transformers' PatchTST as a univariate direct multi-step forecaster.
+"""The zoo's tiny TSFMs: transformers' PatchTST (default) or TimesFm as univariate direct multi-step forecasters.
 
 Pure torch + transformers (no Lightning). :class:`Forecaster` maps a context window ``x (B, L)`` to a forecast
 ``(B, H)``; channels are independent (each sample is one channel of one series), as in the card. The pruning spec
-(``spec.py``) finds its encoder layers under ``net.model.encoder.layers``.
+(``spec.py``) finds PatchTST's encoder layers under ``net.model.encoder.layers`` and TimesFm's decoder layers under
+``net.decoder.layers``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-__all__ = ["Forecaster", "horizon_errors", "patchtst_config"]
+from zoo.prune_finetune.timesfm import timesfm_config, timesfm_forecast
+
+__all__ = ["Forecaster", "horizon_errors", "patchtst_config", "timesfm_config"]
 
 NormType = Literal["batchnorm", "layernorm"]
 Scaling = Literal["std", "mean", "none"]
@@ -85,42 +88,64 @@ def patchtst_config(
     )
 
 
+def _model_class(config: object) -> type[nn.Module]:
+    """``PatchTSTForPrediction`` or ``TimesFmModelForPrediction`` for a config of either."""
+    import transformers
+
+    name = type(config).__name__
+    classes = {"PatchTSTConfig": "PatchTSTForPrediction", "TimesFmConfig": "TimesFmModelForPrediction"}
+    if name not in classes:
+        raise ValueError(f"Forecaster: expected a PatchTSTConfig or TimesFmConfig, got {name}")
+    return getattr(transformers, classes[name])
+
+
 class Forecaster(nn.Module):
-    """``x (B, L) -> forecast (B, H)`` through ``PatchTSTForPrediction`` (one channel per sample).
+    """``x (B, L) -> forecast (B, H)`` through ``PatchTSTForPrediction`` or ``TimesFmModelForPrediction``.
+
+    One channel per sample. TimesFm runs one decoding step of its decoder and head on the whole window (no padding,
+    frequency id 0) and returns the mean output of the last patch, which is what its own ``forward`` returns when
+    ``horizon_length`` is the horizon, without the per-series Python loop.
 
     Args:
-        config: a ``PatchTSTConfig`` (see :func:`patchtst_config`).
+        config: a ``PatchTSTConfig`` (see :func:`patchtst_config`) or ``TimesFmConfig`` (see :func:`timesfm_config`).
     """
 
     def __init__(self, config: object) -> None:
         super().__init__()
-        from transformers import PatchTSTForPrediction
-
-        self.net = PatchTSTForPrediction(config)
+        self.net = _model_class(config)(config)
 
     @property
     def config(self) -> object:
-        """The wrapped model's ``PatchTSTConfig``."""
+        """The wrapped model's ``PatchTSTConfig`` or ``TimesFmConfig``."""
         return self.net.config
+
+    @property
+    def backbone(self) -> str:
+        """``patchtst`` or ``timesfm``."""
+        return "timesfm" if type(self.net.config).__name__ == "TimesFmConfig" else "patchtst"
 
     def forward(self, x: Tensor) -> Tensor:
         """Forecast the next ``H`` values of each window ``x (B, L)``."""
         if x.dim() != 2:
             raise ValueError(f"Forecaster: expected x of shape (B, L), got {tuple(x.shape)}")
+        if self.backbone == "timesfm":
+            return timesfm_forecast(self.net, x)
         out = self.net(past_values=x.unsqueeze(-1)).prediction_outputs  # (B, H, 1)
         return out.squeeze(-1)
 
     def load_hf(self, path: Path) -> None:
-        """Load a local Hugging Face ``PatchTSTForPrediction`` folder (``from_pretrained``, offline).
+        """Load a local Hugging Face ``PatchTSTForPrediction`` or ``TimesFmModelForPrediction`` folder (offline).
 
         Raises:
-            ValueError: if the folder's model does not match this one's context length, horizon or channel count.
+            ValueError: if the folder's model does not match this one's context length, horizon, patching or (for
+                PatchTST) channel count.
         """
-        from transformers import PatchTSTForPrediction
-
-        loaded = PatchTSTForPrediction.from_pretrained(str(path), local_files_only=True)
+        loaded = type(self.net).from_pretrained(str(path), local_files_only=True)
         want, got = self.net.config, loaded.config
-        for key in ("context_length", "prediction_length", "num_input_channels", "patch_length", "patch_stride"):
+        keys = ("context_length", "prediction_length", "num_input_channels", "patch_length", "patch_stride")
+        if self.backbone == "timesfm":
+            keys = ("context_length", "horizon_length", "patch_length")
+        for key in keys:
             if getattr(want, key) != getattr(got, key):
                 raise ValueError(
                     f"pretrained={str(path)!r}: {key}={getattr(got, key)} in its config.json, but this module was "

@@ -3,9 +3,9 @@
 Prune-then-Finetune: a pretrained time-series foundation model (TSFM) is structurally pruned to the sub-network the
 target task uses (per-sample Fisher channel scores, one global threshold, a progressive schedule on frozen weights),
 merged into a physically smaller dense model, then fine-tuned. :class:`TSFMModule` is the zoo's TSFM (transformers'
-PatchTST, pretrained inside the zoo on a synthetic multi-domain corpus); the mechanism is the shared callback
-``callbacks.prune_finetune.PruneThenFinetune``, which works on any zoo module whose ``model`` holds PatchTST
-encoder layers.
+PatchTST, or TimesFm with ``backbone: timesfm``, pretrained inside the zoo on a synthetic multi-domain corpus); the
+mechanism is the shared callback ``callbacks.prune_finetune.PruneThenFinetune``, which works on any zoo module whose
+``model`` holds PatchTST encoder layers or TimesFm decoder layers.
 
 Example:
     >>> from zoo.prune_finetune.module import TSFMModule
@@ -26,13 +26,13 @@ from torch import Tensor
 
 from zoo.core import checks
 from zoo.core.module import ZooModule, adam_kernel
-from zoo.prune_finetune.model import Forecaster, horizon_errors, mse, patchtst_config
+from zoo.prune_finetune.model import Forecaster, horizon_errors, mse, patchtst_config, timesfm_config
 
 Split = Literal["val", "test"]
 
 
 class TSFMModule(ZooModule):
-    """PatchTST forecaster: MSE training on ``{"x": (B, L), "y": (B, H)}`` batches; MSE/MAE per horizon.
+    """PatchTST or TimesFm forecaster: MSE training on ``{"x": (B, L), "y": (B, H)}`` batches; MSE/MAE per horizon.
 
     Validation and test log ``<split>/mse@h`` and ``<split>/mae@h`` over the first ``h`` steps of each forecast for
     every ``h`` in ``eval_horizons`` (the card's ``horizon_mode: truncate``: one H-step model scored on its first
@@ -60,8 +60,14 @@ class TSFMModule(ZooModule):
         lr_schedule: ``constant``; ``cosine`` (per step, linear warm-up over ``warmup_steps``, to 0 at the last
             step); ``type1`` (official fine-tuning schedule: constant for 3 epochs, then x0.9 per epoch).
         warmup_steps: warm-up steps of ``cosine``.
-        pretrained: a checkpoint, state dict, local Hugging Face ``PatchTSTForPrediction`` folder, or a training
-            recipe such as ``configs/prune_finetune/pretrain.yaml`` (trained once, cached).
+        pretrained: a checkpoint, state dict, local Hugging Face ``PatchTSTForPrediction`` (or, with ``backbone:
+            timesfm``, ``TimesFmModelForPrediction``) folder, or a training recipe such as
+            ``configs/prune_finetune/pretrain.yaml`` (trained once, cached).
+        backbone: ``patchtst`` (transformers' ``PatchTSTForPrediction``) or ``timesfm`` (``TimesFmModelForPrediction``
+            with one output patch of H steps and no quantile heads, see ``timesfm.timesfm_config``). TimesFm uses
+            ``d_model``, ``num_layers``, ``heads``, ``ffn_dim``, ``patch_length`` (= ``patch_stride``) and ``dropout``
+            (attention only); ``norm_type``, ``pre_norm``, ``scaling`` and ``activation`` are PatchTST's (TimesFm
+            has RMS/LayerNorm before each sub-layer, first-patch scaling and a ReLU MLP).
     """
 
     monitor: ClassVar[str] = "val/mse"
@@ -90,6 +96,7 @@ class TSFMModule(ZooModule):
         lr_schedule: Literal["constant", "cosine", "type1"] = "type1",
         warmup_steps: int = 0,
         pretrained: str | None = None,
+        backbone: Literal["patchtst", "timesfm"] = "patchtst",
     ) -> None:
         for name, value in (("context_length", context_length), ("horizon", horizon), ("d_model", d_model),
                             ("num_layers", num_layers), ("heads", heads), ("ffn_dim", ffn_dim),
@@ -119,12 +126,20 @@ class TSFMModule(ZooModule):
             "norm_type": norm_type, "pre_norm": pre_norm, "scaling": scaling, "dropout": dropout,
             "activation": activation,
         }  # fmt: skip
+        self.backbone = backbone
         self._sums: dict[str, Tensor] = {}
         super().__init__(lr=lr, weight_decay=weight_decay, pretrained=pretrained)
 
     def configure_models(self) -> None:
-        """Build the :class:`~zoo.prune_finetune.model.Forecaster` over PatchTST."""
-        self.model = Forecaster(patchtst_config(**self._config))
+        """Build the :class:`~zoo.prune_finetune.model.Forecaster` over PatchTST or TimesFm."""
+        if self.backbone == "timesfm":
+            keys = ("context_length", "horizon", "d_model", "num_layers", "heads", "ffn_dim", "patch_length")
+            config = timesfm_config(**{k: self._config[k] for k in (*keys, "patch_stride", "dropout")})
+        elif self.backbone == "patchtst":
+            config = patchtst_config(**self._config)
+        else:
+            raise ValueError(f"--model.init_args.backbone={self.backbone!r}: expected 'patchtst' or 'timesfm'")
+        self.model = Forecaster(config)
 
     def forward(self, x: Tensor) -> Tensor:
         """Forecast ``(B, H)`` from context windows ``(B, L)``."""
