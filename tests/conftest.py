@@ -97,9 +97,18 @@ def zoo_entry(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int,
 
     The same function the installed ``zoo`` script calls, without paying the ~6 s start-up of a subprocess per case.
     """
+    import logging
+
     from zoo.launcher import main
 
     capsys.readouterr()
+    # Lightning's log handlers keep the stream that was sys.stderr when lightning was imported, possibly an earlier
+    # test's closed capture ("--- Logging error ---" and a traceback): point them at this test's stderr meanwhile.
+    names = [name for name in logging.root.manager.loggerDict if name.startswith("lightning")]
+    handlers = [h for n in names for h in logging.getLogger(n).handlers if type(h) is logging.StreamHandler]
+    streams = [h.stream for h in handlers]
+    for handler in handlers:
+        handler.stream = sys.stderr
     argv, sys.argv = sys.argv, ["zoo", *args]
     try:
         main()
@@ -108,6 +117,8 @@ def zoo_entry(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int,
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     finally:
         sys.argv = argv
+        for handler, stream in zip(handlers, streams, strict=True):
+            handler.stream = stream
     return code, capsys.readouterr().err
 
 

@@ -109,3 +109,55 @@ def test_only_the_zoos_own_bad_input_errors_are_shortened() -> None:
         Claim("a", 1.0, ">=", 0.0).holds + "x"  # type: ignore[operator]
     except TypeError as programming:
         assert user_error(programming) is None
+
+
+def test_json_records_refuse_repeated_keys_and_non_utf8(tmp_path) -> None:
+    """The shared JSON/JSONL reader of the instruction, MATH, GSM8K and preference readers: a key repeated in one
+    object is an error (json keeps the last value silently), and so is a file that is not UTF-8 (pathlib's
+    UnicodeDecodeError is not a zoo message)."""
+    from pathlib import Path
+
+    from datamodules.common.json_records import read_json_records
+
+    jsonl = Path(tmp_path / "a.jsonl")
+    jsonl.write_text('{"q": "1+1", "a": "2"}\n\n{"q": "2+2", "a": "4", "a": "5"}\n')
+    with pytest.raises(ValueError, match=r"a\.jsonl: line 3: key 'a' appears twice in one object"):
+        read_json_records(jsonl, lambda line, i: f"line {line}")
+    listed = Path(tmp_path / "b.json")
+    listed.write_text('[{"q": 1, "q": 2}]')
+    with pytest.raises(ValueError, match=r"b\.json: key 'q' appears twice"):
+        read_json_records(listed, lambda line, i: f"line {line}")
+    latin = Path(tmp_path / "c.jsonl")
+    latin.write_bytes('{"q": "caf\u00e9"}\n'.encode("latin-1"))
+    with pytest.raises(ValueError, match=r"c\.jsonl: not UTF-8 text .*; expected a UTF-8 JSON list or JSONL file"):
+        read_json_records(latin, lambda line, i: f"line {line}")
+    good = Path(tmp_path / "d.jsonl")
+    good.write_text('{"q": "1+1", "a": "2"}\n')
+    assert read_json_records(good, lambda line, i: f"line {line}") == [("line 1", {"q": "1+1", "a": "2"})]
+
+
+def test_a_zoo_error_that_rewords_an_inner_one_wins() -> None:
+    """A zoo error raised while handling another (with or without `from None`) is the message shown, not the inner
+    one it rewords; jsonargparse's wrapper around it still leads to it."""
+    from zoo.core import checks
+
+    def reword(suppress: bool) -> None:
+        try:
+            checks.fail("--inner", 1, "the low-level message")
+        except ValueError:
+            if not suppress:
+                checks.fail("--outer", 2, "the reworded message")
+            try:
+                checks.fail("--outer", 2, "the reworded message")
+            except ValueError as outer:
+                raise outer from None
+
+    for suppress in (False, True):
+        try:
+            reword(suppress)
+        except ValueError as outer:
+            assert user_error(outer) is outer and str(outer).startswith("--outer=2")
+            try:
+                raise RuntimeError("Does not validate against any of the Union subtypes") from outer
+            except RuntimeError as wrapped:
+                assert user_error(wrapped) is outer

@@ -75,16 +75,18 @@ def user_error(exc: BaseException) -> BaseException | None:
     """The zoo's own bad-input error behind ``exc``, or ``None`` for a programming error.
 
     jsonargparse wraps an error raised while a module or datamodule is built into "Does not validate against any of the
-    Union subtypes" (the original is the chained cause); the innermost chained exception raised by the zoo's own code
-    with one of :data:`USER_ERRORS` is the message a user needs.
+    Union subtypes" (the original is the chained cause). Walking the chain from the outside in (``__cause__``, or
+    ``__context__`` unless ``raise ... from None`` suppressed it), the first exception raised by the zoo's own code
+    with one of :data:`USER_ERRORS` is the message a user needs: a zoo error that re-raises an inner one with a better
+    message wins over the inner one.
     """
     import traceback
 
-    found, seen = None, set()
+    seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
         frames = traceback.extract_tb(exc.__traceback__)
         if isinstance(exc, USER_ERRORS) and frames and frames[-1].filename.startswith(_OWN):
-            found = exc
-        exc = exc.__cause__ or exc.__context__
-    return found
+            return exc
+        exc = exc.__cause__ if exc.__cause__ is not None or exc.__suppress_context__ else exc.__context__
+    return None

@@ -21,11 +21,8 @@ RECORD_FIELDS: tuple[str, ...] = ("instruction", "input", "output")
 
 def _raw_records(path: Path) -> list[tuple[str, Any]]:
     """``(where, object)`` per record (``datamodules.common.json_records``); text that is not UTF-8 names the file."""
-    try:
-        return read_json_records(path, lambda line, i: f"record {i} (line {line})")
-    except UnicodeDecodeError as err:
-        raise ValueError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start}); expected an Alpaca-style JSON "
-                         "list or JSONL of instruction records") from None  # fmt: skip
+    expected = "an Alpaca-style JSON list or JSONL of instruction records"
+    return read_json_records(path, lambda line, i: f"record {i} (line {line})", expected)
 
 
 def read_instruction_records(path: str | Path) -> list[dict[str, str]]:

@@ -27,10 +27,7 @@ CANDIDATE_KEYS = ("prompt", "responses", "sft_logits", "r_eval")
 
 def _records(path: Path, what: str) -> list[tuple[str, Any]]:
     """``(where, object)`` per record (``datamodules.common.json_records``); text that is not UTF-8 names the file."""
-    try:
-        return read_json_records(path, lambda line, i: f"line {line}")
-    except UnicodeDecodeError as err:
-        raise ValueError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start}); expected {what}") from None
+    return read_json_records(path, lambda line, i: f"line {line}", what)
 
 
 def read_preference_jsonl(path: str | Path) -> list[dict[str, str]]:

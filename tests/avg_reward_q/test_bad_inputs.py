@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import lightning.pytorch  # noqa: F401  (imported at collection: Lightning's stderr handler must not bind to capsys)
 import numpy as np
 import pytest
 from conftest import ROOT, assert_user_error

@@ -6,7 +6,6 @@ callback YAML. Value errors fail at construction; file errors in the datamodule'
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -106,21 +105,6 @@ def files(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize(("args", "line"), [row[1:] for row in BAD_INPUTS], ids=[row[0] for row in BAD_INPUTS])
-def test_bad_input_is_one_line_and_exit_2(args: list[str], line: str, files: Path, capsys, monkeypatch) -> None:
-    lightning_logs_to_stderr(monkeypatch)
+def test_bad_input_is_one_line_and_exit_2(args: list[str], line: str, files: Path, capsys) -> None:
     fill = lambda text: text.replace("{tmp}", str(files))  # noqa: E731
     assert_user_error([fill(a) for a in args], fill(line), capsys)
-
-
-def lightning_logs_to_stderr(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Point Lightning's log handlers at this test's captured stderr.
-
-    They keep the stream that was ``sys.stderr`` when lightning was imported, a capture pytest has closed by the next
-    test: logging then prints "--- Logging error ---" and a traceback into the captured stderr.
-    """
-    import logging
-
-    names = [name for name in logging.root.manager.loggerDict if name.startswith("lightning")]
-    for handler in [h for name in names for h in logging.getLogger(name).handlers]:
-        if type(handler) is logging.StreamHandler:
-            monkeypatch.setattr(handler, "stream", sys.stderr)
