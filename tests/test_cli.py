@@ -148,7 +148,7 @@ def test_reproduce_protocol_options(tmp_path, monkeypatch: pytest.MonkeyPatch) -
         rep.protocol_options("craft", fake, {"nope": "1"})
     import zoo.prune_finetune.reproduce as pf
 
-    assert rep.protocol_options("prune_finetune", pf, {}) == {"select_stage1_on": "pruned"}
+    assert rep.protocol_options("prune_finetune", pf, {}) == {"select_stage1_on": "finetuned"}
 
 
 def test_claim_operators() -> None:
