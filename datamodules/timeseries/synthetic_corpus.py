@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,6 +41,7 @@ import numpy as np
 
 from datamodules.timeseries.cache import atomic_write
 from zoo.core.cache import cache_root
+from zoo.core.messages import say
 
 #: Domain period sets; each series draws one uniformly.
 DOMAIN_PERIODS: tuple[tuple[int, ...], ...] = ((24, 168), (48, 336), (96, 672), (7, 30), (52,), (12,), (4,))
@@ -323,9 +325,12 @@ def make_corpus(num_series: int = 4096, length: int = 512, seed: int = 0, cache:
         except (OSError, ValueError):
             pass
         warnings.warn(f"synthetic_tsfm: {path} is unreadable or has the wrong shape; regenerating it")
+    start = time.perf_counter()
     data = _generate(num_series, length, seed)
     if cache:
         atomic_write(path, lambda tmp: _save_npy(tmp, data))
+        say(f"synthetic_tsfm: generated the pretraining corpus once ({num_series} series x {length}, seed {seed}) in "
+            f"{time.perf_counter() - start:.1f} s; cached {path}")  # fmt: skip
     return data
 
 

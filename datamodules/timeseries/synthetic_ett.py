@@ -10,6 +10,7 @@ import pandas as pd
 from datamodules.timeseries.cache import atomic_write
 from datamodules.timeseries.csv_series import ETT_COLUMNS
 from zoo.core.cache import cache_root
+from zoo.core.messages import say
 
 #: Rows of the real ETTh files (the synthetic one has as many).
 ETT_HOUR_ROWS = 17_420
@@ -82,4 +83,5 @@ def synthetic_ett_path(seed: int = 0) -> Path:
     target = cache_root() / "ltsf" / f"synthetic_ett_v{_SYNTH_VERSION}_seed{seed}.csv"
     if not target.is_file():
         write_synthetic_ett(str(target), seed)
+        say(f"synthetic_ett: wrote the seeded ETTh-shaped CSV once; cached {target}")
     return target
