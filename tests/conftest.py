@@ -122,9 +122,19 @@ def zoo_entry(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int,
     return code, capsys.readouterr().err
 
 
-def assert_user_error(args: list[str], line: str, capsys: pytest.CaptureFixture[str]) -> None:
-    """``zoo <args>`` exits 2 and its last stderr line is ``zoo: error: <line>``, with no traceback."""
+def assert_user_error(args: list[str], line: str, capsys: pytest.CaptureFixture[str], tmp: Path | None = None) -> None:
+    """``zoo <args>`` exits 2 and its last stderr line is ``zoo: error: <line>``, with no traceback.
+
+    ``{tmp}`` in ``args`` and ``line`` stands for ``tmp`` (the folder of a test's generated files).
+    """
+    if tmp is not None:
+        args, line = [a.replace("{tmp}", str(tmp)) for a in args], line.replace("{tmp}", str(tmp))
     code, err = zoo_entry(args, capsys)
     assert code == 2, err[-3000:]
     assert "Traceback" not in err, err[-3000:]
     assert err.strip().splitlines()[-1] == f"zoo: error: {line}", err[-3000:]
+
+
+def bad_inputs(rows: list[tuple[str, list[str], str]]) -> pytest.MarkDecorator:
+    """``parametrize`` over a method's ``BAD_INPUTS`` table of ``(id, args, line)`` rows."""
+    return pytest.mark.parametrize(("args", "line"), [row[1:] for row in rows], ids=[row[0] for row in rows])

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROOT, assert_user_error, tiny
+from conftest import ROOT, assert_user_error, bad_inputs, tiny
 
 CONFIG = ["fit", "-c", str(ROOT / "configs/craft/default.yaml"), *tiny("craft")]
 JODIE = "user_id,item_id,timestamp,state_label,comma_separated_list_of_features"
@@ -198,6 +198,6 @@ def files(tmp_path: Path) -> Path:
     return tmp_path
 
 
-@pytest.mark.parametrize(("args", "line"), [row[1:] for row in BAD_INPUTS], ids=[row[0] for row in BAD_INPUTS])
+@bad_inputs(BAD_INPUTS)
 def test_bad_input_is_one_line_and_exit_2(files: Path, args: list[str], line: str, capsys) -> None:
     assert_user_error([*CONFIG, *args, "--trainer.fast_dev_run=1"], line, capsys)

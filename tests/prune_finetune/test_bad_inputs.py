@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import QUIET, ROOT, assert_user_error, tiny
+from conftest import QUIET, ROOT, assert_user_error, bad_inputs, tiny
 
 FIT = ["fit", "-c", str(ROOT / "configs/prune_finetune/default.yaml"), *tiny("prune_finetune"), *QUIET,
        "--trainer.fast_dev_run=1"]  # fmt: skip
@@ -115,7 +115,6 @@ def files(tmp_path: Path) -> Path:
     return tmp_path
 
 
-@pytest.mark.parametrize(("args", "line"), [row[1:] for row in BAD_INPUTS], ids=[row[0] for row in BAD_INPUTS])
+@bad_inputs(BAD_INPUTS)
 def test_bad_input_is_one_line_and_exit_2(args: list[str], line: str, files: Path, capsys) -> None:
-    fill = lambda text: text.replace("{tmp}", str(files))  # noqa: E731
-    assert_user_error([fill(a) for a in args], fill(line), capsys)
+    assert_user_error(args, line, capsys, files)

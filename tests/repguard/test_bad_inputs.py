@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, assert_user_error, tiny
+from conftest import ROOT, assert_user_error, bad_inputs, tiny
 
 DEFAULT = str(ROOT / "configs/repguard/default.yaml")
 EVAL = "--trainer.callbacks.init_args."  # the last listed callback of default.yaml: BackdoorEvaluation
@@ -151,7 +151,6 @@ def _imported() -> None:
     import zoo.core.cli  # noqa: F401
 
 
-@pytest.mark.parametrize(("args", "line"), [row[1:] for row in BAD_INPUTS], ids=[row[0] for row in BAD_INPUTS])
+@bad_inputs(BAD_INPUTS)
 def test_bad_input_is_one_line_and_exit_2(args: list[str], line: str, files: Path, capsys) -> None:
-    tmp = str(files)
-    assert_user_error([a.replace("{tmp}", tmp) for a in args], line.replace("{tmp}", tmp), capsys)
+    assert_user_error(args, line, capsys, files)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROOT, assert_user_error
+from conftest import ROOT, assert_user_error, bad_inputs
 
 DEFAULT = str(ROOT / "configs/xrlhf/default.yaml")
 TINY_LM = str(ROOT / "configs/xrlhf/tiny_lm.yaml")
@@ -170,7 +170,6 @@ def _imported() -> None:
     import zoo.core.cli  # noqa: F401
 
 
-@pytest.mark.parametrize(("args", "line"), [row[1:] for row in BAD_INPUTS], ids=[row[0] for row in BAD_INPUTS])
+@bad_inputs(BAD_INPUTS)
 def test_bad_input_is_one_line_and_exit_2(args: list[str], line: str, files: Path, capsys) -> None:
-    tmp = str(files)
-    assert_user_error([a.replace("{tmp}", tmp) for a in args], line.replace("{tmp}", tmp), capsys)
+    assert_user_error(args, line, capsys, files)
