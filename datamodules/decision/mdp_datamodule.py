@@ -191,7 +191,7 @@ class TabularMDPDataModule(ZooDataModule):
             self.truth, problem = ground_truth(P, R, pi_b, self.behaviour, self.epsilon, self.ref, self.cross_check), ""
         except ValueError as exc:  # name the MDP: a user's file, or the generated instance
             problem = str(exc)
-        if problem:  # raised outside the except: the launcher shows the innermost of chained errors
+        if problem:
             where = self.path or f"generated MDP (mdp_seed {self.chosen_seed})"
             raise ValueError(f"{where} with behaviour={self.behaviour!r}: {problem}")
         self.truth["mdp_seed"] = self.chosen_seed

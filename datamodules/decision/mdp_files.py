@@ -23,7 +23,7 @@ def _open_npz(path: str) -> Any:
         blob, problem = np.load(path, allow_pickle=False), ""
     except Exception as exc:  # a malformed file: name it
         blob, problem = None, f"{type(exc).__name__}: {exc}"
-    if problem:  # raised outside the except: the launcher shows the innermost of chained errors
+    if problem:
         raise ValueError(f"{path}: not a readable .npz file ({problem})")
     if not hasattr(blob, "files"):  # a plain .npy array
         raise ValueError(f"{path}: a single array, not an .npz archive with keys P (S×A×S), R (S×A), optional pi_b")

@@ -221,7 +221,7 @@ class BackdoorDataModule(ZooDataModule):
                 failure = None
             except ValueError as err:
                 failure = str(err)
-            if failure is not None:  # raised outside the handler: the launcher reports the innermost chained error
+            if failure is not None:
                 raise ValueError(f"{_FLAG}poison_rate={self.poison_rate} on the train split: {failure}")
         self.poisoned_ids = ids
         train_clean = self.path is None and not ids

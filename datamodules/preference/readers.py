@@ -126,7 +126,6 @@ def _load_npz(path: Path) -> dict[str, np.ndarray]:
                 return {k: blob[k] for k in blob.files}
     except (ValueError, OSError, EOFError) as err:  # pickled or object data, a bad zip, a truncated file
         reason = str(err).split(". ")[0] or type(err).__name__
-    # raised here, not in the handler: the launcher reports the innermost of the zoo's chained errors
     raise ValueError(f"{path}: not a .npz archive of named numeric arrays ({reason})")
 
 

@@ -76,7 +76,6 @@ def load_npy(path: Path, what: str = "array") -> np.ndarray:
         return np.load(path, allow_pickle=False)
     except Exception as exc:
         problem = f"{type(exc).__name__}: {exc}"
-    # raised outside the except: the launcher shows the innermost of chained errors
     raise TemporalFormatError(f"{path}: not a readable .npy {what} ({problem})")
 
 

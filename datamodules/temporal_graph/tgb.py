@@ -106,7 +106,7 @@ def _tgb_negatives(
             table, problem = pickle.load(handle), ""  # the user's own TGB file; pickle is TGB's format
     except Exception as exc:  # a truncated or foreign file: name it
         table, problem = None, f"{type(exc).__name__}: {exc}"
-    if problem:  # raised outside the except: the launcher shows the innermost of chained errors
+    if problem:
         raise TemporalFormatError(f"{pkl}: not a readable pickle of TGB negatives ({problem})")
     if not isinstance(table, dict):
         raise TemporalFormatError(f"{pkl}: expected a pickled dict (src, dst, t) -> ndarray, found {type(table)}")

@@ -323,7 +323,7 @@ def _scan_csv(file: Path) -> list[int]:
         problem = f"not UTF-8 text ({err.reason} at byte {err.start}); expected a UTF-8 CSV"
     except csv.Error as err:
         problem = f"not a readable CSV ({err})"
-    if problem is not None:  # raised outside the handler: the launcher reports the innermost chained error
+    if problem is not None:
         raise ValueError(f"{file}: {problem}")
     if not lines:
         raise ValueError(f"{file}: no data rows after the header; expected one row per time step")
