@@ -21,7 +21,10 @@ the fine-tuned checkpoint to ``<run dir>/finetune/``.
 
 Module protocol :class:`Prunable` (checked in ``setup``): ``model`` (holding PatchTST or TimesFm layers),
 ``compute_loss(batch)["loss"]`` (mean over samples), ``batch_size_of(batch)``, and the ``ZooModule`` attributes
-``step_override`` and ``structure``; optional ``lr_schedule`` (set for the fine-tuning fit).
+``step_override`` and ``structure``; optional ``lr_schedule`` (set for the fine-tuning fit) and
+``set_adapters(enabled)`` (a module with LoRA adapters, ``TSFMModule(lora_rank=...)``: they are removed for the prune
+phase, which scores and merges the plain network, and fresh ones are injected on the merged network for the fine-tune,
+the card's "LoRA is optional").
 """
 
 from __future__ import annotations
@@ -199,6 +202,8 @@ class PruneThenFinetune(Callback):
                 "<run dir>/pruned.ckpt with `zoo fit -c configs/prune_finetune/full_ft.yaml "
                 "--model.init_args.pretrained=<run dir>/pruned.ckpt --trainer.strategy=ddp`"
             )
+        if callable(adapters := getattr(pl_module, "set_adapters", None)):
+            adapters(False)  # LoRA is a fine-tuning option: prune and merge the plain network
         self.init_masks(pl_module.model)
         warnings.filterwarnings("ignore", message=_NO_OPTIMIZER)
         if trainer.world_size == 1:  # no optimizer gets built; under DDP (which refuses a module without trainable
@@ -509,7 +514,9 @@ class PruneThenFinetune(Callback):
         os.replace(tmp, path)
 
     def _finetune(self, trainer: Trainer, pl_module: LightningModule, directory: Path) -> None:
-        """Fit #2: all merged weights trainable, Adam at ``ft_lr``, early stopping and best-weights restore."""
+        """Fit #2: the merged weights (or the module's LoRA adapters) train, Adam at ``ft_lr``, best weights kept."""
+        if callable(adapters := getattr(pl_module, "set_adapters", None)):
+            adapters(True)  # fresh adapters on the merged network when the module has lora_rank
         pl_module.automatic_optimization = True
         pl_module.train()  # the prune phase left the network in eval mode
         pl_module.lr = self.ft_lr

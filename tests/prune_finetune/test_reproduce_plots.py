@@ -30,3 +30,21 @@ def test_table_shows_both_stage1_selectors_side_by_side() -> None:
     assert len(rows) == 2
     assert "| finetuned (gated) | r 0.3 α 0.5 |" in rows[0] and "| pruned | r 0.7 α 0.5 |" in rows[1]
     assert R.OPTIONS["select_stage1_on"][0] == "finetuned"  # the protocol's default selector
+
+
+def test_lora_rows_follow_full_ft_and_are_not_gated() -> None:
+    """Issue #20 deliverable 3: the table has the dense and the merged LoRA rows right after full FT, and the LoRA
+    claim is printed, not gated (the notes say LoRA does not beat full FT)."""
+    assert R.ROWS[1:4] == ("full_ft", "lora", "prune_lora") and {"lora", "prune_lora"} <= set(R.ARMS)
+    medians = {"taylor": {arm: {k: 0.1 for k in R.KEYS} for arm in (*R.ROWS, "prune_ft")}}
+    for arm in (*(f"prune_ft[{on}]" for on in R.SELECTORS), "prune_ft"):
+        medians["taylor"][arm] |= {"picks": ["r 0.3 α 0.5"], "block_param_drop": 0.4}
+    medians["taylor"]["lora"]["mse"] = 0.12
+    merge = {"max_abs_diff": 0.0, "physical_total": 1.0, "predicted_total": 1.0, "physical_blocks": 1.0,
+             "predicted_blocks": 1.0, "blocks_before": 2.0}  # fmt: skip
+    stage1 = [{"merge": merge, "history": [], "summary": {"scored_entries": 10}, "r": 0.7, "steps_per_epoch": 4}]
+    claims = R._claims([{"target": "taylor", "seed": 0, "stage1": stage1}], medians, ["taylor"], True, "finetuned")
+    (lora,) = [c for c in claims if c.name.startswith("LoRA taylor")]
+    assert lora.value == pytest.approx(1.2) and not lora.asserted
+    lines = R._table(medians, ["taylor"], "finetuned").splitlines()
+    assert [line.split(" | ")[1] for line in lines[2:6]] == ["zero_shot", "full_ft", "lora", "prune_lora"]

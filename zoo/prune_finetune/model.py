@@ -14,6 +14,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
+from zoo.prune_finetune.lora import fold_on_load
 from zoo.prune_finetune.timesfm import timesfm_config, timesfm_forecast
 
 __all__ = ["Forecaster", "horizon_errors", "patchtst_config", "timesfm_config"]
@@ -106,6 +107,9 @@ class Forecaster(nn.Module):
     frequency id 0) and returns the mean output of the last patch, which is what its own ``forward`` returns when
     ``horizon_length`` is the horizon, without the per-series Python loop.
 
+    A state dict of the network with LoRA adapters (``lora.add_lora``) loads into one without them with the
+    adapters folded into the weights (``lora.fold_lora_state_``).
+
     Args:
         config: a ``PatchTSTConfig`` (see :func:`patchtst_config`) or ``TimesFmConfig`` (see :func:`timesfm_config`).
     """
@@ -113,6 +117,7 @@ class Forecaster(nn.Module):
     def __init__(self, config: object) -> None:
         super().__init__()
         self.net = _model_class(config)(config)
+        self.register_load_state_dict_pre_hook(fold_on_load)
 
     @property
     def config(self) -> object:

@@ -5,7 +5,8 @@ target task uses (per-sample Fisher channel scores, one global threshold, a prog
 merged into a physically smaller dense model, then fine-tuned. :class:`TSFMModule` is the zoo's TSFM (transformers'
 PatchTST, or TimesFm with ``backbone: timesfm``, pretrained inside the zoo on a synthetic multi-domain corpus); the
 mechanism is the shared callback ``callbacks.prune_finetune.PruneThenFinetune``, which works on any zoo module whose
-``model`` holds PatchTST encoder layers or TimesFm decoder layers.
+``model`` holds PatchTST encoder layers or TimesFm decoder layers. ``lora_rank`` turns fine-tuning into the card's
+``lora`` baseline (peft adapters on the blocks' q/k/v/o and FFN Linears, dense or merged; ``lora.py``).
 
 Example:
     >>> from zoo.prune_finetune.module import TSFMModule
@@ -26,6 +27,7 @@ from torch import Tensor
 
 from zoo.core import checks
 from zoo.core.module import ZooModule, adam_kernel
+from zoo.core.structure import STRUCTURE_KEY
 from zoo.prune_finetune.model import Forecaster, horizon_errors, mse, patchtst_config, timesfm_config
 
 Split = Literal["val", "test"]
@@ -68,6 +70,11 @@ class TSFMModule(ZooModule):
             ``d_model``, ``num_layers``, ``heads``, ``ffn_dim``, ``patch_length`` (= ``patch_stride``) and ``dropout``
             (attention only); ``norm_type``, ``pre_norm``, ``scaling`` and ``activation`` are PatchTST's (TimesFm
             has RMS/LayerNorm before each sub-layer, first-patch scaling and a ReLU MLP).
+        lora_rank: ``None`` fine-tunes every weight (full FT); an integer r puts peft LoRA adapters of rank r on the
+            q/k/v/o and FFN Linears of every transformer layer (dense or merged, see ``zoo.prune_finetune.lora``) and
+            freezes everything else (the card's ``lora`` baseline; ``configs/prune_finetune/lora.yaml``).
+        lora_alpha: LoRA alpha, the update scaled by alpha / r; ``None``: 2 r (**ours**, the card fixes only r = 8).
+        lora_dropout: dropout on the adapters' input.
     """
 
     monitor: ClassVar[str] = "val/mse"
@@ -97,6 +104,9 @@ class TSFMModule(ZooModule):
         warmup_steps: int = 0,
         pretrained: str | None = None,
         backbone: Literal["patchtst", "timesfm"] = "patchtst",
+        lora_rank: int | None = None,
+        lora_alpha: float | None = None,
+        lora_dropout: float = 0.0,
     ) -> None:
         for name, value in (("context_length", context_length), ("horizon", horizon), ("d_model", d_model),
                             ("num_layers", num_layers), ("heads", heads), ("ffn_dim", ffn_dim),
@@ -113,6 +123,10 @@ class TSFMModule(ZooModule):
         checks.choice(checks.model("optimizer"), optimizer, ("adam", "adamw"))
         checks.choice(checks.model("lr_schedule"), lr_schedule, ("constant", "cosine", "type1"))
         checks.integer(checks.model("warmup_steps"), warmup_steps, low=0)
+        checks.optional_integer(checks.model("lora_rank"), lora_rank)
+        if lora_alpha is not None:
+            checks.positive(checks.model("lora_alpha"), lora_alpha)
+        checks.number(checks.model("lora_dropout"), lora_dropout, 0.0, 1.0, open_high=True)
         horizons = [24, 48, 96] if eval_horizons is None else list(eval_horizons)
         horizons = [h for h in horizons if h <= horizon] if eval_horizons is None else horizons
         if not horizons or not all(isinstance(h, int) and 1 <= h <= horizon for h in horizons):
@@ -127,8 +141,11 @@ class TSFMModule(ZooModule):
             "activation": activation,
         }  # fmt: skip
         self.backbone = backbone
+        self.lora_rank, self.lora_dropout = lora_rank, lora_dropout
+        self.lora_alpha = None if lora_rank is None else float(2 * lora_rank if lora_alpha is None else lora_alpha)
         self._sums: dict[str, Tensor] = {}
         super().__init__(lr=lr, weight_decay=weight_decay, pretrained=pretrained)
+        self.set_adapters(True)  # after `pretrained` (and the merged shapes it may carry) is loaded
 
     def configure_models(self) -> None:
         """Build the :class:`~zoo.prune_finetune.model.Forecaster` over PatchTST or TimesFm."""
@@ -140,6 +157,41 @@ class TSFMModule(ZooModule):
         else:
             raise ValueError(f"--model.init_args.backbone={self.backbone!r}: expected 'patchtst' or 'timesfm'")
         self.model = Forecaster(config)
+
+    def set_adapters(self, enabled: bool) -> None:
+        """Inject (``True``) or remove (``False``) the LoRA adapters of ``lora_rank``; a no-op without ``lora_rank``.
+
+        Injecting freezes every weight but the adapters; removing drops them unmerged and unfreezes every weight.
+        ``PruneThenFinetune`` removes them for the prune phase (which scores and merges the plain network) and
+        injects fresh ones on the merged network for the fine-tune.
+        """
+        if self.lora_rank is None:
+            return
+        from zoo.prune_finetune.lora import add_lora, has_lora, remove_lora
+
+        if enabled and not has_lora(self.model):
+            assert self.lora_alpha is not None
+            add_lora(self.model, self.lora_rank, self.lora_alpha, self.lora_dropout)
+        elif not enabled and has_lora(self.model):
+            remove_lora(self.model)
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Give the network the checkpoint's form before its weights load: merged shapes first, then adapters.
+
+        A checkpoint with LoRA entries gets adapters on the (rebuilt) network when ``lora_rank`` is set; without
+        ``lora_rank`` its adapters are folded into the weights as they load (``Forecaster``). A checkpoint without
+        LoRA entries (e.g. the prune phase's) loads into the network without adapters.
+        """
+        from zoo.prune_finetune.lora import LORA_SCALING, has_lora
+
+        state = checkpoint.get("state_dict") or {}
+        wants = f"model.{LORA_SCALING}" in state
+        structure = checkpoint.get(STRUCTURE_KEY)
+        if has_lora(self.model) and (not wants or (structure is not None and structure != self.structure)):
+            self.set_adapters(False)  # the plain network: as the checkpoint holds it, or to rebuild merged shapes on
+        super().on_load_checkpoint(checkpoint)
+        if wants:
+            self.set_adapters(True)
 
     def forward(self, x: Tensor) -> Tensor:
         """Forecast ``(B, H)`` from context windows ``(B, L)``."""
