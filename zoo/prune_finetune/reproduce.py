@@ -49,6 +49,10 @@ GRID = [(0.3, 0.2), (0.3, 0.5), (0.7, 0.2), (0.7, 0.5)]
 #: ``--quick`` keeps the full protocol's three seeds on taylor (92 s on 2 cores with the quick pretraining cached):
 #: claim 4 is a median over seeds, and seed 0 alone fails it (Prune+FT / FT 1.08; seeds 1, 2: 0.97, 0.93; median 0.99).
 QUICK_SEEDS = 3
+#: The full protocol's TimesFm row (issue #20): taylor with ``timesfm.yaml``'s backbone, pretrained by
+#: ``pretrain_timesfm.yaml``; zero-shot, full FT and Prune+FT (both selectors); its C1 (exact merge) is gated, its C4
+#: printed. Not in ``--quick``, nor are the LoRA arms (they gate nothing).
+TIMESFM_ROW = "taylor@timesfm"
 #: ``zoo reproduce prune_finetune --set KEY=VALUE`` (the first value is the default). ``select_stage1_on`` (card,
 #: "Where descriptions disagree" and "Reproduction claims"): stage 1 picks (r, alpha) on the val MSE after fine-tuning
 #: each candidate at the callback's ``ft_lr`` (``finetuned``) or on the pruned model's before it (``pruned``).
@@ -63,10 +67,22 @@ ROWS = ("zero_shot", "full_ft", "lora", "prune_lora", *(f"prune_ft[{on}]" for on
 KEYS = ("mse", "mae", "mse@24", "mse@48", "mse@96", "mae@24", "mae@48", "mae@96")
 
 
+def _backbone_flags(backbone: str) -> list[str]:
+    """The model settings of ``configs/prune_finetune/<backbone>.yaml`` that differ from PatchTST's (none for it)."""
+    if backbone == "patchtst":
+        return []
+    args = load_config("prune_finetune", backbone)["model"]["init_args"]
+    return [f"--model.init_args.{k}={args[k]}" for k in ("backbone", "activation")]
+
+
 def _cli(config: str, target: str, seed: int, root: Path, *extra: str) -> Any:
-    """``zoo fit -c configs/prune_finetune/<config>`` on ``target`` for ``seed`` (checkpoints kept: "best" is read)."""
-    data = [f"--data.init_args.{k}={v}" for k, v in TARGETS[target].items()]
-    overrides = [*data, "--trainer.num_sanity_val_steps=0", *extra]
+    """``zoo fit -c configs/prune_finetune/<config>`` on ``target`` for ``seed`` (checkpoints kept: "best" is read).
+
+    ``target`` is a key of :data:`TARGETS`, or ``<key>@<backbone>`` for another backbone (:data:`TIMESFM_ROW`).
+    """
+    name, _, backbone = target.partition("@")
+    data = [f"--data.init_args.{k}={v}" for k, v in TARGETS[name].items()]
+    overrides = [*data, *_backbone_flags(backbone or "patchtst"), "--trainer.num_sanity_val_steps=0", *extra]
     return build(config_path("prune_finetune", config), overrides, seed=seed, root=root, checkpoints=True)
 
 
@@ -138,6 +154,7 @@ def run_job(job: tuple[str, int, bool, str, str]) -> dict[str, Any]:
     worker_setup()
     target, seed, quick, pretrained, select_on = job
     out: dict[str, Any] = {"target": target, "seed": seed}
+    patchtst = "@" not in target  # the TimesFm row runs zero-shot, full FT and Prune+FT only
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         # zero-shot
@@ -181,6 +198,11 @@ def run_job(job: tuple[str, int, bool, str, str]) -> dict[str, Any]:
         out["prune_ft"] = out[f"prune_ft[{select_on}]"]
         chosen, lr = picks[select_on], out["prune_ft"]["lr"]
         out["stage1"] = [{k: v for k, v in e.items() if k != "ckpt"} for e in stage1]
+        # full fine-tuning
+        val, test, ft_lr = _fit_and_select("full_ft.yaml", target, seed, root, pretrained, "ft")
+        out["full_ft"] = {"val": val, "test": test, "lr": ft_lr}
+        if not patchtst:
+            return out
         # ablation (card, Baselines): random importances at the chosen (r, alpha), the same k per step and lr
         cli = _cli("default.yaml", target, seed, root / "random", f"--model.init_args.pretrained={pretrained}",
                    "--trainer.callbacks=null")  # fmt: skip
@@ -193,11 +215,8 @@ def run_job(job: tuple[str, int, bool, str, str]) -> dict[str, Any]:
         cli.trainer.fit(cli.model, datamodule=cli.datamodule)
         cli.trainer.test(cli.model, datamodule=cli.datamodule, ckpt_path="best", verbose=False)
         out["random_prune_ft"] = {"test": _metrics(cli.trainer, "test"), "lr": lr}
-        # full fine-tuning
-        val, test, lr = _fit_and_select("full_ft.yaml", target, seed, root, pretrained, "ft")
-        out["full_ft"] = {"val": val, "test": test, "lr": lr}
         # LoRA (card, Baselines): rank-8 peft adapters, the same lr grid, on the dense and the selected merged model
-        for arm, start in (("lora", pretrained), ("prune_lora", picks[select_on]["ckpt"])):
+        for arm, start in () if quick else (("lora", pretrained), ("prune_lora", picks[select_on]["ckpt"])):
             val, test, lr = _fit_and_select("lora.yaml", target, seed, root, start, arm)
             out[arm] = {"val": val, "test": test, "lr": lr}
         # PatchTST from scratch
@@ -243,33 +262,40 @@ def run(
     pretrained = str(train_recipe(recipe))
     targets = ["taylor"] if quick else list(TARGETS)
     jobs = [(t, s, quick, pretrained, select_on) for t in targets for s in seeds]
+    if not quick:
+        say("pretraining the TimesFm backbone (cached after the first run): pretrain_timesfm.yaml")
+        timesfm = str(train_recipe(config_path("prune_finetune", "pretrain_timesfm")))
+        jobs += [(TIMESFM_ROW, s, quick, timesfm, select_on) for s in seeds]
     say(f"{len(jobs)} jobs (target x seed), 2 worker processes")
     results = parallel_map(run_job, jobs, workers=2)
     for r in results:
         picks = ", ".join(f"{on}: r {r[f'prune_ft[{on}]']['r']} alpha {r[f'prune_ft[{on}]']['alpha']} -> "
                           f"{r[f'prune_ft[{on}]']['test']['mse']:.4f}" for on in SELECTORS)  # fmt: skip
-        say(
-            f"{r['target']}/s{r['seed']}: test mse zero-shot {r['zero_shot']['test']['mse']:.4f}, full FT "
-            f"{r['full_ft']['test']['mse']:.4f}, prune+FT ({picks}), scratch {r['scratch']['test']['mse']:.4f}"
-        )
+        others = ", ".join(f"{arm} {r[arm]['test']['mse']:.4f}" for arm in ("lora", "scratch") if arm in r)
+        say(f"{r['target']}/s{r['seed']}: test mse zero-shot {r['zero_shot']['test']['mse']:.4f}, full FT "
+            f"{r['full_ft']['test']['mse']:.4f}, prune+FT ({picks}); {others}")  # fmt: skip
+    rows_of = [*targets, *([] if quick else [TIMESFM_ROW])]
     medians: dict[str, dict[str, dict[str, Any]]] = {}
-    for t in targets:
+    for t in rows_of:
         rows = [r for r in results if r["target"] == t]
-        medians[t] = {arm: {k: median([r[arm]["test"][k] for r in rows]) for k in KEYS} for arm in (*ROWS, "prune_ft")}
+        arms = [arm for arm in (*ROWS, "prune_ft") if arm in rows[0]]
+        medians[t] = {arm: {k: median([r[arm]["test"][k] for r in rows]) for k in KEYS} for arm in arms}
         for arm in (*(f"prune_ft[{on}]" for on in SELECTORS), "prune_ft"):
             medians[t][arm]["block_param_drop"] = median(
                 [1 - r[arm]["block_params_after"] / r[arm]["block_params_before"] for r in rows]
             )
             medians[t][arm]["picks"] = sorted({f"r {r[arm]['r']} α {r[arm]['alpha']}" for r in rows})
     claims = _claims(results, medians, targets, quick, select_on)
-    table = _table(medians, targets, select_on)
-    plots = [_plot(medians, targets, out), _plot_schedule(results, out)]
+    table = _table(medians, rows_of, select_on)
+    plots = [_plot(medians, rows_of, out), _plot_schedule(results, out)]
     return Report(claims=claims, metrics={"median": medians, "runs": results}, table=table, plots=plots)
 
 
 def _claims(results: list[dict], medians: dict, targets: list[str], quick: bool, select_on: str) -> list[Claim]:
     claims: list[Claim] = []
-    reference = next(e for r in results for e in r["stage1"] if "merge" in e)
+    reference = next((e for r in results if "@" not in r["target"] for e in r["stage1"] if "merge" in e), None)
+    if reference is None:  # only other backbones' rows (tests): their own C1 below
+        reference = next(e for r in results for e in r["stage1"] if "merge" in e)
     merge = reference["merge"]
     claims.append(Claim("C1 merged vs masked output, max |diff| (taylor)", merge["max_abs_diff"], "<=", 1e-5,
                         "real pruning at r 0.7, alpha 0.5; four test batches"))  # fmt: skip
@@ -316,7 +342,20 @@ def _claims(results: list[dict], medians: dict, targets: list[str], quick: bool,
         claims.append(Claim(f"ablation {t}: Prune+FT / random-score Prune+FT test MSE", ratio, "<=", 1.0,
                             "card ablation score: random (same r, alpha, k per step and lr); printed, not gating",
                             asserted=False))  # fmt: skip
-    for t in targets:
+    if TIMESFM_ROW in medians:
+        merge = next(e for r in results if r["target"] == TIMESFM_ROW for e in r["stage1"] if "merge" in e)["merge"]
+        claims.append(Claim("C1 TimesFm: merged vs masked output, max |diff| (taylor)", merge["max_abs_diff"], "<=",
+                            1e-5, "real pruning of the tiny TimesFm at r 0.7, alpha 0.5"))  # fmt: skip
+        claims.append(Claim("C1 TimesFm: physical - predicted parameters (total + blocks)",
+                            abs(merge["physical_total"] - merge["predicted_total"])
+                            + abs(merge["physical_blocks"] - merge["predicted_blocks"]), "<=", 0.0,
+                            f"blocks {merge['blocks_before']:.0f} -> {merge['physical_blocks']:.0f}"))  # fmt: skip
+        m = medians[TIMESFM_ROW]
+        claims.append(Claim("C4 TimesFm taylor: Prune+FT / FT test MSE (H-mean)", m["prune_ft"]["mse"] /
+                            m["full_ft"]["mse"], "<=", 1.05, f"stage 1 on {select_on}: {m['prune_ft']['mse']:.4f} vs "
+                            f"{m['full_ft']['mse']:.4f}; the zoo's TimesFm [ours], printed, not gating",
+                            asserted=False))  # fmt: skip
+    for t in (t for t in targets if "lora" in medians[t]):
         lora, full, pruned = (medians[t][arm]["mse"] for arm in ("lora", "full_ft", "prune_lora"))
         claims.append(Claim(f"LoRA {t}: LoRA / full FT test MSE (H-mean)", lora / full, "<=", 1.0,
                             f"lora.yaml (rank 8, q/k/v/o + FFN), same lr grid: {lora:.4f} vs {full:.4f}; on the "
@@ -325,19 +364,26 @@ def _claims(results: list[dict], medians: dict, targets: list[str], quick: bool,
     return claims
 
 
+def _label(target: str) -> str:
+    """``taylor@timesfm`` -> ``taylor (TimesFm)``; a PatchTST target keeps its name."""
+    name, _, backbone = target.partition("@")
+    return f"{name} ({'TimesFm' if backbone == 'timesfm' else backbone})" if backbone else name
+
+
 def _table(medians: dict, targets: list[str], select_on: str) -> str:
     """Median test metrics per target and arm; Prune+FT once per stage-1 selector, the gated one marked."""
     head = "| target | arm | selection (stage 1) | picks (r, α) | mse | mae | mse@24 | mse@48 | mse@96 | block params |"
     lines = [head, "|---|---|---|---|---|---|---|---|---|---|"]
     for t in targets:
-        for arm in ROWS:
+        for arm in (arm for arm in ROWS if arm in medians[t]):
             m = medians[t][arm]
             on = arm[len("prune_ft[") : -1] if arm.startswith("prune_ft[") else ""
             selection = f"{on} (gated)" if on == select_on else on or "-"
             picks = "; ".join(m["picks"]) if "picks" in m else "-"
             drop = f"-{m['block_param_drop']:.0%}" if "block_param_drop" in m else "-"
-            lines.append(f"| {t} | {arm.split('[')[0]} | {selection} | {picks} | {m['mse']:.4f} | {m['mae']:.4f} "
-                         f"| {m['mse@24']:.4f} | {m['mse@48']:.4f} | {m['mse@96']:.4f} | {drop} |")  # fmt: skip
+            lines.append(f"| {_label(t)} | {arm.split('[')[0]} | {selection} | {picks} | {m['mse']:.4f} "
+                         f"| {m['mae']:.4f} | {m['mse@24']:.4f} | {m['mse@48']:.4f} | {m['mse@96']:.4f} "
+                         f"| {drop} |")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -351,8 +397,9 @@ def _plot(medians: dict, targets: list[str], out: Path) -> str:
     width = 0.8 / len(ROWS)
     for i, arm in enumerate(ROWS):
         ax.bar([j + (i - (len(ROWS) - 1) / 2) * width for j in range(len(targets))],
-               [medians[t][arm]["mse"] for t in targets], width, label=arm)  # fmt: skip
-    ax.set_xticks(range(len(targets)), targets)
+               [medians[t][arm]["mse"] if arm in medians[t] else math.nan for t in targets], width,
+               label=arm)  # fmt: skip
+    ax.set_xticks(range(len(targets)), [_label(t) for t in targets])
     ax.set_xlabel("target dataset")
     ax.set_ylabel("test MSE, normalised (mean over H 24/48/96)")
     ax.set_title("prune_finetune: test MSE per arm and target\n(lower is better; median over seeds)", fontsize=10)
