@@ -265,7 +265,7 @@ def run(
     if not quick:
         say("pretraining the TimesFm backbone (cached after the first run): pretrain_timesfm.yaml")
         timesfm = str(train_recipe(config_path("prune_finetune", "pretrain_timesfm")))
-        jobs += [(TIMESFM_ROW, s, quick, timesfm, select_on) for s in seeds]
+        jobs = [(TIMESFM_ROW, s, quick, timesfm, select_on) for s in seeds] + jobs  # the longest jobs first
     say(f"{len(jobs)} jobs (target x seed), 2 worker processes")
     results = parallel_map(run_job, jobs, workers=2)
     for r in results:
