@@ -1,14 +1,16 @@
-"""Merged vs dense vs masked PatchTST inference at pruning ratios 0.3/0.5/0.7, and a prune step vs a plain step.
+"""Merged vs dense vs masked inference of PatchTST and TimesFm at 30/50/70% pruned; a prune step vs a plain step.
 
-The card's Performance section: prune the pretrained TSFM on taylor with ``target_channel_fraction`` f (exactly a
-fraction f of the scored entries removed; f = 0.3, 0.5, 0.7; ``prune_ratio_per_epoch`` 1.6 so that one prune epoch
-reaches every f), merge, then time a forward pass of 1,024 windows under
-``inference_mode`` on two threads (5 warm-up calls, median of 20) for each merged model beside the unpruned dense
-model and the masked (unmerged) one, all in one process. Target: merged >= 1.5x faster than dense at f = 0.5; the
-masked model must not be faster than dense (sanity). Also one prune micro-step (scored forward + backward with
-per-sample mask copies) against a plain forward + backward at batch 64 (target <= 3x), and analytic MACs per window.
+The card's Performance section, for each backbone (PatchTST: ``default.yaml`` from ``pretrain.yaml``; TimesFm:
+``timesfm.yaml`` from ``pretrain_timesfm.yaml``, issue #20): prune the pretrained TSFM on taylor with
+``target_channel_fraction`` f (exactly a fraction f of the scored entries removed; f = 0.3, 0.5, 0.7;
+``prune_ratio_per_epoch`` 1.6 so that one prune epoch reaches every f), merge, then time a forward pass of 1,024
+windows under ``inference_mode`` on two threads (5 warm-up calls, median of 20) for each merged model beside the
+unpruned dense model and the masked (unmerged) one, all in one process. Target: merged >= 1.5x faster than dense at
+f = 0.5; the masked model must not be faster than dense (sanity). Also one prune micro-step (scored forward +
+backward with per-sample mask copies) against a plain forward + backward at batch 64 (target <= 3x), and analytic MACs
+per window.
 
-    python benchmarks/pruned_speedup.py [--pretrained configs/prune_finetune/pretrain.yaml] [--fractions 0.3 0.5 0.7]
+    python benchmarks/pruned_speedup.py [--backbones patchtst timesfm] [--fractions 0.3 0.5 0.7]
 """
 
 from __future__ import annotations
@@ -26,7 +28,15 @@ import yaml
 from torch import nn
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIG = ROOT / "configs" / "prune_finetune" / "default.yaml"
+#: backbone -> (display name, the method config, its default pretraining recipe)
+BACKBONES = {
+    "patchtst": ("PatchTST", ROOT / "configs/prune_finetune/default.yaml", "configs/prune_finetune/pretrain.yaml"),
+    "timesfm": (
+        "TimesFm",
+        ROOT / "configs/prune_finetune/timesfm.yaml",
+        "configs/prune_finetune/pretrain_timesfm.yaml",
+    ),
+}
 QUIET = ["--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.enable_progress_bar=false",
          "--trainer.enable_model_summary=false", "--trainer.logger=false", "--trainer.enable_checkpointing=false",
          "--trainer.num_sanity_val_steps=0", "--trainer.callbacks=null"]  # fmt: skip
@@ -65,7 +75,7 @@ def macs_per_window(model: nn.Module, x: torch.Tensor) -> float:
     for module in model.modules():
         if isinstance(module, nn.Linear):
             handles.append(module.register_forward_hook(linear))
-        if type(module).__name__ in ("PatchTSTAttention", "MergedAttention"):
+        if type(module).__name__ in ("PatchTSTAttention", "TimesFmAttention", "MergedAttention"):
             handles.append(module.register_forward_hook(attention, with_kwargs=True))
     with torch.inference_mode():
         model(x)
@@ -76,7 +86,8 @@ def macs_per_window(model: nn.Module, x: torch.Tensor) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pretrained", default="configs/prune_finetune/pretrain.yaml", help="checkpoint or recipe")
+    parser.add_argument("--backbones", nargs="+", choices=list(BACKBONES), default=list(BACKBONES))
+    parser.add_argument("--pretrained", default=None, help="checkpoint or recipe (default: the backbone's recipe)")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument(
@@ -88,20 +99,32 @@ def main() -> None:
     )
     args = parser.parse_args()
     sys.argv[1:] = []
+    summary = {}
+    for backbone in args.backbones:
+        name, config, recipe = BACKBONES[backbone]
+        summary[name] = bench(name, config, args.pretrained or recipe, args)
+    print("\nmerged / dense speed-up (batch 1024, median):")
+    for name, speedups in summary.items():
+        print(f"  {name:<9} " + "  ".join(f"{f:.0%} removed: {v:.2f}x" for f, v in speedups.items()))
+
+
+def bench(label: str, config_path: Path, pretrained: str, args: argparse.Namespace) -> dict[float, float]:
+    """Prune ``config_path``'s model from ``pretrained`` to every fraction and time it: merged/dense per fraction."""
     from callbacks.prune_finetune import PruneThenFinetune
     from zoo.cli import main as zoo_main
     from zoo.prune_finetune.merge import param_count
     from zoo.prune_finetune.module import TSFMModule
     from zoo.prune_finetune.spec import install_masks
 
-    config = yaml.safe_load(CONFIG.read_text())
+    print(f"\n== {label}: {config_path.relative_to(ROOT)} from {pretrained}")
+    config = yaml.safe_load(config_path.read_text())
     (cb_args,) = [c["init_args"] for c in config["trainer"]["callbacks"] if "PruneThenFinetune" in c["class_path"]]
     scratch = tempfile.mkdtemp(prefix="pruned_speedup-")  # pruned.ckpt and the run files stay out of the cwd
     merged: dict[float, nn.Module] = {}
     masks: dict[float, dict[str, torch.Tensor]] = {}
     for fraction in args.fractions:
         torch.set_num_threads(1)  # pruning itself on one thread; timing below on --threads
-        cli = zoo_main(["-c", str(CONFIG), *QUIET, f"--model.init_args.pretrained={args.pretrained}",
+        cli = zoo_main(["-c", str(config_path), *QUIET, f"--model.init_args.pretrained={pretrained}",
                         f"--trainer.default_root_dir={scratch}"], run=False)  # fmt: skip
         # r 1.6: one prune epoch of n = 4 steps can remove up to 1 - (1 - 1.6/4)^4 = 87%, so every target is reached
         cb = PruneThenFinetune(**{**cb_args, "prune_ratio_per_epoch": 1.6, "target_channel_fraction": fraction,
@@ -117,14 +140,15 @@ def main() -> None:
     install_masks(masked, masks[args.fractions[len(args.fractions) // 2]])
 
     torch.set_num_threads(args.threads)
-    x = torch.randn(1024, dense.config.context_length)
+    length, horizon = hparams["context_length"], hparams["horizon"]
+    x = torch.randn(1024, length)
     models = {"dense": dense, "masked": masked, **{f"merged {f:g}": m for f, m in merged.items()}}
     results = {}
     for name, model in models.items():
         with torch.inference_mode():
             results[name] = timed(lambda m=model: m(x), args.repeats)
     small = x[:8]
-    print(f"PatchTST d={dense.config.d_model} layers={dense.config.num_hidden_layers}, batch 1024 windows, "
+    print(f"{label} d={hparams['d_model']} layers={hparams['num_layers']}, batch 1024 windows, "
           f"{args.threads} threads, median of {args.repeats}")  # fmt: skip
     print(f"  {'model':<12} {'ms/batch':>9} {'speed-up':>9} {'params':>9} {'blocks':>9} {'MACs/window':>12}")
     for name, model in models.items():
@@ -137,7 +161,7 @@ def main() -> None:
 
     # one prune micro-step vs a plain forward + backward, batch 64, one thread
     torch.set_num_threads(1)
-    batch = {"x": torch.randn(64, dense.config.context_length), "y": torch.randn(64, dense.config.prediction_length)}
+    batch = {"x": torch.randn(64, length), "y": torch.randn(64, horizon)}
     plain = TSFMModule(**hparams)
     plain.model.eval()
 
@@ -160,6 +184,7 @@ def main() -> None:
     t_plain, t_prune = timed(plain_step, args.repeats), timed(prune_micro_step, args.repeats)
     print(f"prune micro-step / plain forward+backward (batch 64, 1 thread): {t_prune / t_plain:.2f}x (target <= 3x)"
           f"  [{t_prune * 1e3:.1f} vs {t_plain * 1e3:.1f} ms]")  # fmt: skip
+    return {f: results["dense"] / results[f"merged {f:g}"] for f in merged}
 
 
 if __name__ == "__main__":
