@@ -46,7 +46,7 @@ TARGETS: dict[str, dict[str, Any]] = {
     "synthetic_ett": {"source": "synthetic_ett", "train_stride": 4},
 }
 GRID = [(0.3, 0.2), (0.3, 0.5), (0.7, 0.2), (0.7, 0.5)]
-#: ``--quick`` keeps the full protocol's three seeds on taylor (92 s on 2 cores with the quick pretraining cached):
+#: ``--quick`` keeps the full protocol's three seeds on taylor (80 s on 2 cores with the quick pretraining cached):
 #: claim 4 is a median over seeds, and seed 0 alone fails it (Prune+FT / FT 1.08; seeds 1, 2: 0.97, 0.93; median 0.99).
 QUICK_SEEDS = 3
 #: The full protocol's TimesFm row (issue #20): taylor with ``timesfm.yaml``'s backbone, pretrained by
