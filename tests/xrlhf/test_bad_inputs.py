@@ -162,14 +162,6 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _imported() -> None:
-    """Lightning, the CLI and transformers imported once (seconds), so each case times the zoo's own work."""
-    import transformers  # noqa: F401
-
-    import zoo.core.cli  # noqa: F401
-
-
 @bad_inputs(BAD_INPUTS)
 def test_bad_input_is_one_line_and_exit_2(args: list[str], line: str, files: Path, capsys) -> None:
     assert_user_error(args, line, capsys, files)
