@@ -55,7 +55,7 @@ def assign_run_folder(config: Any, subcommand: str) -> str:
         stem += "" if subcommand == "fit" else f"-{subcommand}"
         folder = _fresh_folder(Path("runs") / slug, stem, reuse=bool(job))
         trainer["default_root_dir"] = folder
-    elif not child and (Path(folder) / "config.yaml").is_file():
+    if not child and (Path(folder) / "config.yaml").is_file():  # an explicit or a job-named folder reused
         say(f"run folder {folder} already holds a run (config.yaml); its files are overwritten (leave "
             "--trainer.default_root_dir unset for a fresh runs/<slug>/<date-time>)")  # fmt: skip
     os.environ[RUN_DIR_ENV] = str(folder)
