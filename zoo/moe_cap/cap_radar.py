@@ -244,8 +244,7 @@ def load_systems(sources: Sequence[str | Path], batch: int = REPRODUCE_BATCH) ->
     systems = []
     for file, system in pairs:
         if len(files[system["system_name"]]) > 1:  # the name of runs in several files: say which file
-            where = file.parent.name or file.stem
-            tag = f"{where}/{file.stem}" if file.stem.startswith("moecap_") else file.stem
+            tag = f"{file.parent.name}/{file.stem}" if file.parent.name else file.stem
             system = {**system, "system_name": f"{system['system_name']} [{tag}]"}
         systems.append(system)
     names = [s["system_name"] for s in systems]
