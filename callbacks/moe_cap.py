@@ -11,8 +11,10 @@
 
 At the end of the stage every forward's S-MBU, S-MFU, dense MBU/MFU, the public code's S-MFU and the activated
 fraction are computed (``zoo.moe_cap.metrics``), averaged per phase and logged as ``{stage}/moecap/...``; the cost
-model and accuracy (from the module's predictions) complete the record, written to ``moecap_{stage}.json`` with the
-radar ``cap_radar.png``. ``callback.results`` holds the same dict. Equations: ``zoo/moe_cap/README.md``.
+model and accuracy (from the module's predictions) complete the record, written to ``moecap_{stage}.json``.
+``callback.results`` holds the same dict. A CAP radar compares systems, so ``cap_radar.png`` is drawn when
+``radar_with`` names other runs (this run among them); otherwise ``python -m zoo.moe_cap.cap_radar`` draws any set of
+records later. Equations: ``zoo/moe_cap/README.md``.
 
 Example:
     >>> from lightning.pytorch import Trainer
@@ -37,6 +39,7 @@ from torch import Tensor, nn
 
 from zoo.core import checks
 from zoo.core.config import run_dir
+from zoo.core.messages import say
 from zoo.moe_cap import metrics as M
 
 Stage = Literal["validate", "test", "predict"]
@@ -272,8 +275,12 @@ class MoECAPCallback(Callback):
         dtype: storage dtype for bytes/element and the FLOP peak; ``auto`` reads the weights' dtype.
         padding: ``executed`` (what the run reads, pad rows included) or ``real`` (non-pad rows only).
         smfu_variant: which S-MFU is ``s_mfu``: ``paper`` (top-k + shared + router) or ``code`` (the public code's
-            one routed expert); both are logged either way (``s_mfu_paper``/``s_mfu_code``).
-        deepseek_shared: ``config`` (``n_shared_experts·moe_intermediate_size``) or ``code_2x``.
+            arithmetic: one routed expert, no router, its attention-score term); both are logged either way
+            (``s_mfu_paper``/``s_mfu_code``).
+        deepseek_shared: ``config`` (``n_shared_experts·moe_intermediate_size``) or ``code_2x``: the shared size of
+            S-MBU and the paper's S-MFU.
+        code_shared: the DeepSeek shared size of ``s_mfu_code``: ``code_2x`` (the public code's hard-coded
+            ``2·moe_intermediate_size``, default) or ``config`` (as ``deepseek_shared``).
         kv_accounting: ``formula`` or ``as_cached`` (numel of the cache actually held).
         include_lm_head: count the output projection in bytes and FLOPs.
         include_router_bytes: count router weights in ``S_activated``.
@@ -283,6 +290,9 @@ class MoECAPCallback(Callback):
         during_fit: also measure validation inside ``fit`` (sanity checking is never measured).
         hf_attr: attribute path of the causal LM in the LightningModule, or ``auto``.
         out_dir: folder of ``moecap_{stage}.json`` and ``cap_radar.png`` (None: the run folder).
+        radar_with: other runs to compare on this stage's radar (``moecap_*.json`` records, run folders, or a
+            ``zoo reproduce moe_cap`` report; read at stage start). None or empty: no radar is drawn, since one system
+            alone has degenerate axes; the record's path and the comparison command are announced instead.
         system_name: the system's name in the record and the radar.
         router: ``traced`` or ``uniform`` (test/reproduce baseline: k distinct uniform experts per row).
         flop_check: run each phase's first forward under ``FlopCounterMode`` and log measured/analytic FLOPs.
@@ -308,14 +318,17 @@ class MoECAPCallback(Callback):
                  router: Literal["traced", "uniform"] = "traced", flop_check: bool = False,
                  cost_cap: float | None = None, energy_scale: float = 1.2, capital_scale: float = 1.25,
                  extra_capital_usd: float = 0.0, n_dev: int = 1, seed: int = 0,
-                 mla_latent_expansion: bool = True, kv_dtype: str = "auto") -> None:  # fmt: skip
+                 mla_latent_expansion: bool = True, kv_dtype: str = "auto",
+                 code_shared: Literal["code_2x", "config"] = "code_2x",
+                 radar_with: list[str] | None = None) -> None:  # fmt: skip
         stages = ["validate", "test", "predict"] if stages is None else list(stages)
         for stage in stages:
             checks.choice(checks.callback(self, "stages"), stage, tuple(_HOOK))
         choices = {"padding": (padding, ("executed", "real")), "smfu_variant": (smfu_variant, ("paper", "code")),
                    "deepseek_shared": (deepseek_shared, ("config", "code_2x")),
                    "kv_accounting": (kv_accounting, ("formula", "as_cached")),
-                   "router": (router, ("traced", "uniform"))}  # fmt: skip
+                   "router": (router, ("traced", "uniform")),
+                   "code_shared": (code_shared, ("code_2x", "config"))}  # fmt: skip
         for name, (value, allowed) in choices.items():
             checks.choice(checks.callback(self, name), value, allowed)
         checks.integer(checks.callback(self, "n_dev"), n_dev)
@@ -328,6 +341,9 @@ class MoECAPCallback(Callback):
             if value != "auto" and str(value).removeprefix("torch.").lower() not in M.BYTES_PER_ELEMENT:
                 checks.fail(checks.callback(self, name), value, f"auto or one of {sorted(M.BYTES_PER_ELEMENT)}")
         _check_hardware(hardware)
+        radar_with = [] if radar_with is None else radar_with
+        if not isinstance(radar_with, list | tuple) or not all(isinstance(f, str) and f for f in radar_with):
+            checks.fail(checks.callback(self, "radar_with"), radar_with, "a list of record files or run folders")
         self.hardware, self.dtype, self.padding, self.smfu_variant = hardware, dtype, padding, smfu_variant
         self.deepseek_shared, self.kv_accounting = deepseek_shared, kv_accounting
         self.include_lm_head, self.include_router_bytes, self.causal_halving = (include_lm_head, include_router_bytes,
@@ -337,6 +353,10 @@ class MoECAPCallback(Callback):
         self.cost_cap, self.energy_scale, self.capital_scale = cost_cap, energy_scale, capital_scale
         self.extra_capital_usd, self.n_dev, self.seed = extra_capital_usd, n_dev, seed
         self.mla_latent_expansion, self.kv_dtype = mla_latent_expansion, kv_dtype
+        self.code_shared, self.radar_with = code_shared, list(radar_with)
+        #: The systems of ``radar_with``, read at stage start.
+        self._others: list[dict[str, Any]] = []
+        self._announced = False
         #: Stage -> the last stage's record (what ``moecap_{stage}.json`` holds).
         self.results: dict[str, dict[str, Any]] = {}
         self._trace: RouterTrace | None = None
@@ -355,6 +375,7 @@ class MoECAPCallback(Callback):
                 trainer.state.fn == "fit" and not self.during_fit)):  # fmt: skip
             return
         self._end()
+        self._others = self._load_others()  # a bad radar_with fails before the CPU is measured
         model = find_hf_model(pl_module, self.hf_attr)
         self._shape = shape_of(model, self.deepseek_shared)
         self._dtype = self._storage_dtype(model)
@@ -362,7 +383,7 @@ class MoECAPCallback(Callback):
         self._spec.peak_flops(self._dtype)  # a spec without this dtype's peak fails now, not after the stage
         if self._spec.price_usd is None or self._spec.tdp_w is None:
             raise ValueError(
-                f"MoECAPCallback(hardware={self._spec.name!r}): the preset has no price_usd/tdp_w, which the cost "
+                f"MoECAPCallback(hardware={self._spec.name!r}): the spec has no price_usd/tdp_w, which the cost "
                 f"model needs; pass a custom dict with price_usd and tdp_w (see zoo.moe_cap.hardware.custom_spec)"
             )
         self._trace = RouterTrace(
@@ -377,6 +398,17 @@ class MoECAPCallback(Callback):
                 f"{self._shape.sparse_layers}"
             )
         self._stage, self._start = stage, time.perf_counter()
+
+    def _load_others(self) -> list[dict[str, Any]]:
+        """The systems of ``radar_with`` (an unreadable one fails at stage start, naming the knob)."""
+        if not self.radar_with:
+            return []
+        from zoo.moe_cap.cap_radar import load_systems
+
+        try:
+            return load_systems(self.radar_with)
+        except (ValueError, FileNotFoundError) as err:
+            raise ValueError(f"{checks.callback(self, 'radar_with')}: {err}") from err
 
     def _end(self) -> None:
         if self._trace is not None:
@@ -425,7 +457,7 @@ class MoECAPCallback(Callback):
                 rec, shape, bw_Bps=spec.bw_Bps, peak_flops=peak, n_dev=spec.n_dev, bytes_w=bytes_w, bytes_kv=bytes_kv,
                 include_router_bytes=self.include_router_bytes, include_lm_head=self.include_lm_head,
                 causal_halving=self.causal_halving, kv_accounting=self.kv_accounting,
-                latent_expansion=self.mla_latent_expansion,
+                latent_expansion=self.mla_latent_expansion, code_shared=self.code_shared,
             )  # fmt: skip
             values["s_mfu_paper"] = values["s_mfu"]
             if self.smfu_variant == "code":
@@ -462,24 +494,34 @@ class MoECAPCallback(Callback):
         knobs = {k: getattr(self, k) for k in ("padding", "smfu_variant", "deepseek_shared", "kv_accounting",
                                                 "include_lm_head", "include_router_bytes", "causal_halving", "sync",
                                                 "router", "flop_check", "n_dev",
-                                                "mla_latent_expansion", "kv_dtype")}  # fmt: skip
+                                                "mla_latent_expansion", "kv_dtype", "code_shared")}  # fmt: skip
         return {
             "system_name": self.system_name, "spec": spec.to_dict(), "dtype": self._dtype, "knobs": knobs,
             "shape": shape.to_dict(), "means": means, "records": records, "per_forward": per_forward,
         }  # fmt: skip
 
     def _write(self, trainer: Trainer, stage: str, result: dict[str, Any]) -> None:
-        from zoo.moe_cap.cap_radar import draw_radar
-
         folder = Path(self.out_dir or run_dir(trainer))
         folder.mkdir(parents=True, exist_ok=True)
         rank = f"_rank{trainer.global_rank}" if trainer.world_size > 1 else ""  # DDP: one record per rank
-        (folder / f"moecap_{stage}{rank}.json").write_text(json.dumps(_jsonable(result), indent=1))
+        record = folder / f"moecap_{stage}{rank}.json"
+        record.write_text(json.dumps(_jsonable(result), indent=1))
         means = result["means"]
-        if all(math.isfinite(means.get(k, math.nan)) for k in ("tpot_s", "cost_usd")):
-            system = {"system_name": self.system_name, "tpot_s": means["tpot_s"], "cost_usd": means["cost_usd"],
-                      "em": means.get("em", 0.0)}  # fmt: skip
-            draw_radar([system], folder / f"cap_radar{rank}.png", cost_cap=self.cost_cap)
+        if not all(math.isfinite(means.get(k, math.nan)) for k in ("tpot_s", "cost_usd")):
+            return
+        system = {"system_name": self.system_name, "tpot_s": means["tpot_s"], "cost_usd": means["cost_usd"],
+                  "em": means.get("em", 0.0)}  # fmt: skip
+        if any(other["system_name"] == self.system_name for other in self._others):
+            system["system_name"] += " (this run)"
+        if self._others:
+            from zoo.moe_cap.cap_radar import draw_radar
+
+            title = f"CAP radar: {self.system_name} ({stage}) and {len(self._others)} other system(s)"
+            draw_radar([system, *self._others], folder / f"cap_radar{rank}.png", cost_cap=self.cost_cap, title=title)
+        elif not self._announced:  # one system's radar would score 100 / 20 / 20 whatever it measured
+            self._announced = True
+            say(f"{record}: compare it with other runs on one CAP radar: python -m zoo.moe_cap.cap_radar {record} "
+                f"OTHER_RUN.json ... --out cap_radar.png (or set MoECAPCallback.radar_with)")  # fmt: skip
 
     # -- Lightning hooks ----------------------------------------------------------------------------------------------
     def on_validation_start(self, trainer: Trainer, pl_module: LightningModule) -> None:  # noqa: D102

@@ -73,6 +73,10 @@ BAD_INPUTS = [
      "MoECAPCallback.stages='train': expected one of 'validate', 'test', 'predict'"),
     ("unknown_dtype", [*FIT, f"{CALLBACK}.dtype=fp12"],
      f"MoECAPCallback.dtype='fp12': expected auto or one of {_DTYPES}"),
+    ("radar_with_missing_record", [*FIT, f"{CALLBACK}.radar_with=[{{tmp}}/none.json]"],
+     "MoECAPCallback.radar_with: {tmp}/none.json: no such record file or run folder"),
+    ("radar_with_not_a_record", [*FIT, f"{CALLBACK}.radar_with=[{{tmp}}/empty.jsonl]"],
+     "MoECAPCallback.radar_with: {tmp}/empty.jsonl: not valid JSON (Expecting value: line 1 column 1 (char 0))"),
     # GSM8K-style files
     ("gsm8k_missing_file", [*FIT, "--data.init_args.path={tmp}/missing.jsonl"],
      "--data.init_args.path={tmp}/missing.jsonl does not exist; expected a GSM8K-style JSONL file"),

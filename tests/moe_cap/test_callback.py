@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 import torch
 from conftest import installed
-from lightning.pytorch import Trainer
+from lightning.pytorch import Callback, Trainer
 
 from callbacks.moe_cap import MoECAPCallback
 from datamodules.math_text.prompt_datamodule import MoEPromptDataModule
@@ -35,8 +36,18 @@ def make(tmp_path: Path, **callback: Any) -> tuple[MoEEvalModule, MoEPromptDataM
     return module, data, cb, Trainer(callbacks=[cb], **QUIET)
 
 
-def test_validate_logs_phase_metrics_json_and_radar(tmp_path: Path) -> None:
-    """validate logs the per-phase metrics, writes the JSON record and the radar; no hook is left behind."""
+def test_validate_logs_phase_metrics_json_and_radar(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """validate logs the per-phase metrics and writes the JSON record; no hook is left behind. The radar compares:
+    one run alone draws none (its axes would read 100 / 20 / 20 whatever it measured) and names the command; with
+    ``radar_with`` the next run's radar holds both systems, scored across them (the old callback drew one system)."""
+    import zoo.moe_cap.cap_radar as cap_radar
+
+    drawn: list[list[dict[str, Any]]] = []
+    draw = cap_radar.draw_radar
+    monkeypatch.setattr(
+        cap_radar, "draw_radar", lambda systems, *a, **k: drawn.append(systems) or draw(systems, *a, **k)
+    )
     module, data, cb, trainer = make(tmp_path)
     out = trainer.validate(module, datamodule=data, verbose=False)[0]
     for key in ("s_mbu_decode", "s_mfu_decode", "s_mfu_code_decode", "mbu_dense_decode", "mfu_dense_decode",
@@ -49,9 +60,19 @@ def test_validate_logs_phase_metrics_json_and_radar(tmp_path: Path) -> None:
     assert record["spec"]["name"] == "H100-HBM3-80GB" and record["knobs"]["padding"] == "executed"
     phases = [r["phase"] for r in record["records"]]
     assert phases == ["prefill", "decode", "decode", "decode"] * 2  # 2 batches x (1 prefill + 3 decode)
-    assert (tmp_path / "cap_radar.png").stat().st_size > 1000
+    assert not (tmp_path / "cap_radar.png").exists() and drawn == []
+    assert "python -m zoo.moe_cap.cap_radar" in capsys.readouterr().err
     assert cb.results["validate"]["means"]["tpot_s"] == pytest.approx(out["val/moecap/tpot_s"])
     assert hooks_left(module) == 0
+    other = MoECAPCallback(hardware="H200-141GB", out_dir=str(tmp_path / "h200"),
+                           radar_with=[str(tmp_path / "moecap_validate.json")])  # fmt: skip
+    Trainer(callbacks=[other], **QUIET).validate(module, datamodule=data, verbose=False)
+    assert (tmp_path / "h200" / "cap_radar.png").stat().st_size > 1000
+    assert [s["system_name"] for s in drawn[-1]] == ["hf-eager (this run)", "hf-eager"]
+    scores = cap_radar.radar_scores(drawn[-1])
+    assert sorted(s["cost"] for s in scores) == pytest.approx(
+        [20.0, 20 + 3000 * 1.25 / (38000 * 1.25 + 9017.5) * 80], rel=1e-4
+    )  # H200 35k$ vs H100-HBM3 38k$, across both
 
 
 def test_lifecycle_test_predict_and_fit(tmp_path: Path) -> None:
@@ -70,11 +91,19 @@ def test_lifecycle_test_predict_and_fit(tmp_path: Path) -> None:
     fit.fit(module, datamodule=data)
     assert fit_cb.results == {} and hooks_left(module) == 0
     during = MoECAPCallback(hardware="H100-HBM3-80GB", out_dir=str(tmp_path / "during"), during_fit=True)
-    fit = Trainer(callbacks=[during], max_steps=1, limit_val_batches=1, num_sanity_val_steps=1, val_check_interval=1,
-                  **QUIET)  # fmt: skip
+
+    class SlowTraining(Callback):  # training time must stay out of the measured validation's e2e_s
+        def on_train_batch_start(self, *args: Any) -> None:
+            time.sleep(0.5)
+
+    fit = Trainer(callbacks=[SlowTraining(), during], max_steps=1, limit_val_batches=1, num_sanity_val_steps=1,
+                  val_check_interval=1, **QUIET)  # fmt: skip
     fit.fit(module, datamodule=data)
     records = during.results["validate"]["records"]
     assert len(records) == 4  # one validation batch of the fit; the sanity-check batch left no record
+    means = during.results["validate"]["means"]
+    assert sum(r["latency_s"] for r in records) <= means["e2e_s"] < 0.5  # the 0.5 s training step is not in it
+    assert means["tokens_per_s"] == pytest.approx(4 * 4 / means["e2e_s"])  # 4 rows x (1 prefill + 3 decode)
     assert hooks_left(module) == 0
 
 
@@ -229,14 +258,20 @@ def test_metric_values_from_first_principles(tmp_path: Path) -> None:
 
 
 def test_hardware_errors_before_the_stage(tmp_path: Path) -> None:
-    """An unknown preset fails at construction; a preset without a price (A100-PCIe-40GB) fails at stage start,
-    naming it, instead of after the whole evaluation."""  # noqa: D205
+    """An unknown preset fails at construction; a custom spec without a price fails at stage start, naming it,
+    instead of after the whole evaluation."""  # noqa: D205
     with pytest.raises(ValueError, match="presets"):
         MoECAPCallback(hardware="H300")
     with pytest.raises(ValueError, match="cost_cap"):
         MoECAPCallback(cost_cap=0.0)
     module, data, _, _ = make(tmp_path)
-    trainer = Trainer(callbacks=[MoECAPCallback(hardware="A100-PCIe-40GB", out_dir=str(tmp_path))], **QUIET)
-    with pytest.raises(ValueError, match="A100-PCIe-40GB"):
+    bad = Trainer(callbacks=[MoECAPCallback(hardware="H100-HBM3-80GB", radar_with=[str(tmp_path / "none.json")])],
+                  **QUIET)  # fmt: skip
+    with pytest.raises(ValueError, match=r"MoECAPCallback\.radar_with.*none\.json"):
+        bad.validate(module, datamodule=data, verbose=False)
+    assert hooks_left(module) == 0
+    no_price = {"name": "my-a100", "bw_Bps": 1555e9, "dense_flops": 312e12, "tdp_w": 250}
+    trainer = Trainer(callbacks=[MoECAPCallback(hardware=no_price, out_dir=str(tmp_path))], **QUIET)
+    with pytest.raises(ValueError, match="my-a100"):
         trainer.validate(module, datamodule=data, verbose=False)
     assert hooks_left(module) == 0

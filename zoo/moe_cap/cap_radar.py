@@ -3,8 +3,15 @@
 Scores (base ``b = 20``, over the systems drawn together): Performance from TPOT (lower is better)
 ``b + (max − v)/(max − min)·(100 − b)``; Cost ``b + (T − min(v, T))/T·(100 − b)`` with ``T = cost_cap`` (default: the
 largest cost drawn); Accuracy from EM ``b + (v − min)/(1 − min)·(100 − b)``. A degenerate axis (max = min, min EM = 1,
-or T = 0) scores 100 for every system. The public code draws with plotly; here matplotlib's Agg canvas writes a PNG
-without touching pyplot or the global backend.
+or T = 0) scores 100 for every system. Every axis is normalised across the systems drawn, so a radar compares: one
+system alone would score 100 / 20 / 20 whatever it measured, and :func:`draw_radar` refuses it.
+
+Any set of runs goes on one radar from the shell (the callback's ``moecap_{stage}.json`` records, run folders holding
+them, or a ``zoo reproduce moe_cap`` report ``moe_cap.json``)::
+
+    python -m zoo.moe_cap.cap_radar runs/moe_cap/A/moecap_validate.json runs/moe_cap/B --out cap_radar.png
+
+The public code draws with plotly; here matplotlib draws, saved through ``zoo.core.reproduce.save_figure``.
 
 This module is ``zoo.moe_cap.cap_radar`` (not ``radar``) so that the package attribute ``zoo.moe_cap.radar`` is
 always the :func:`radar` function: a submodule named ``radar`` would replace it once imported.
@@ -12,12 +19,16 @@ always the :func:`radar` function: a submodule named ``radar`` would replace it 
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
+import statistics
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from zoo.core.reproduce import curve_styles
+from zoo.core.reproduce import curve_styles, legend_outside, save_figure
 
 #: The paper's system classes: which two of Cost, Accuracy, Performance a system favours.
 CAP_CLASSES = {
@@ -28,6 +39,8 @@ CAP_CLASSES = {
 #: The radar's axes, in drawing order (counter-clockwise from the top).
 AXES = ("cost", "accuracy", "performance")
 _KEYS = ("tpot_s", "cost_usd", "em")
+#: The batch size of a reproduction report's systems that :func:`radar` draws by default.
+REPRODUCE_BATCH = 8
 
 
 def _label(system: dict[str, Any], i: int) -> str:
@@ -84,26 +97,33 @@ def radar_scores(
 def draw_radar(
     systems: list[dict[str, Any]], path: str | Path, *, cost_cap: float | None = None, title: str | None = None
 ) -> Path:
-    """Draw the CAP radar of ``systems`` to a PNG.
+    """Draw the CAP radar of ``systems`` (two or more) to a PNG.
 
     One closed polygon per system on polar axes Cost / Accuracy / Performance (radius 0–100, scores from
-    :func:`radar_scores`), labelled by ``system_name`` and its three scores (systems that tie share a polygon), in the
-    zoo's style cycle (``zoo.core.reproduce.curve_styles``). An optional ``cap_class`` joins the legend label: ``PA`` =
-    performance + accuracy (SGLang, vLLM), ``PC`` = performance + cost (K-Transformers, quantised), ``CA`` = cost +
-    accuracy (MoE-Infinity, offloading).
+    :func:`radar_scores`, normalised across the systems), labelled by ``system_name`` and its three scores (systems
+    that tie share a polygon), in the zoo's style cycle (``zoo.core.reproduce.curve_styles``). An optional
+    ``cap_class`` joins the legend label: ``PA`` = performance + accuracy (SGLang, vLLM), ``PC`` = performance + cost
+    (K-Transformers, quantised), ``CA`` = cost + accuracy (MoE-Infinity, offloading).
 
     Args:
         systems: Dicts with ``tpot_s``, ``cost_usd``, ``em`` and optionally ``system_name``, ``cap_class``.
         path: The PNG to write (parent folders are created).
         cost_cap: See :func:`radar_scores`.
-        title: Figure title (default ``"CAP radar (scores 20–100, farther out is better)"``).
+        title: Figure title (default ``"CAP radar of N systems (scores 20–100, farther out is better)"``).
 
     Returns:
         ``path`` as a ``Path``.
 
     Raises:
-        ValueError: Invalid values, or a ``cap_class`` outside ``PA|PC|CA``.
+        ValueError: Fewer than two systems (one system's axes are degenerate), invalid values, or a ``cap_class``
+            outside ``PA|PC|CA``.
     """
+    if len(systems) < 2:
+        raise ValueError(
+            f"radar: a CAP radar compares systems: got {len(systems)}, need at least 2 (alone, a system scores "
+            f"100 / 20 / 20 on performance / cost / accuracy whatever it measured); draw several runs: "
+            f"python -m zoo.moe_cap.cap_radar RUN.json RUN.json ... --out cap_radar.png"
+        )
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -113,7 +133,6 @@ def draw_radar(
             raise ValueError(f"radar: system {_label(system, i)!r}: cap_class={system['cap_class']!r}; expected one "
                              f"of {'|'.join(CAP_CLASSES)} or None")  # fmt: skip
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     fig = Figure(figsize=(9.0, 5.0))
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(projection="polar")
@@ -134,20 +153,51 @@ def draw_radar(
         label += ": " + ", ".join(f"{axis[0].upper()} {score[axis]:.0f}" for axis in AXES)
         (line,) = ax.plot([*angles, angles[0]], [*radii, radii[0]], label=label, **style)
         ax.fill([*angles, angles[0]], [*radii, radii[0]], color=line.get_color(), alpha=0.08)
-    fig.suptitle(title or "CAP radar (scores 20–100, farther out is better)", fontsize=10)
-    if systems:
-        ax.legend(loc="upper left", bbox_to_anchor=(1.12, 1.1), fontsize="small")
-    fig.subplots_adjust(left=0.06, right=0.5, top=0.8, bottom=0.06)  # room for the legend, one render pass
-    fig.savefig(path, dpi=100)
-    return path
+    default = f"CAP radar of {len(systems)} systems (scores 20–100, farther out is better)"
+    fig.suptitle(title or default, fontsize=10)
+    legend_outside(ax, bbox_to_anchor=(1.12, 1.1), fontsize="small")
+    return Path(save_figure(fig, path.parent, path.name))
 
 
-def _load_records(file: Path) -> list[dict[str, Any]]:
-    """The radar systems of one saved record file (a record dict or a list of them)."""
+def reproduction_systems(runs: list[dict[str, Any]], batch: int = REPRODUCE_BATCH) -> list[dict[str, Any]]:
+    """Radar systems of a reproduction: one per family that ran at ``batch``, medians over its seeds.
+
+    Args:
+        runs: ``zoo reproduce moe_cap`` runs (``family``, ``batch``, ``means`` with ``tpot_s``, ``cost_usd``, ``em``).
+        batch: The batch size whose runs are drawn.
+
+    Returns:
+        ``{"system_name": "hf-eager <family> b=<batch>", "tpot_s", "cost_usd", "em"}`` per family, in run order.
+    """
+    families = list(dict.fromkeys(r["family"] for r in runs if r["batch"] == batch))
+    systems = []
+    for family in families:
+        means = [r["means"] for r in runs if r["family"] == family and r["batch"] == batch]
+        system: dict[str, Any] = {"system_name": f"hf-eager {family} b={batch}"}
+        for key in _KEYS:
+            values = [m.get(key, 0.0 if key == "em" else None) for m in means]  # no accuracy scored: EM 0
+            if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in values):
+                raise ValueError(f"radar: reproduction run {family} b={batch}: {key} missing or NaN in its means")
+            system[key] = statistics.median(values)
+        systems.append(system)
+    return systems
+
+
+def _load_records(file: Path, batch: int = REPRODUCE_BATCH) -> list[dict[str, Any]]:
+    """The radar systems of one saved file: a record dict, a list of them, or a reproduction report."""
     try:
         data = json.loads(file.read_text())
     except json.JSONDecodeError as err:
         raise ValueError(f"{file}: not valid JSON ({err})") from err
+    if isinstance(data, dict) and data.get("slug") == "moe_cap" and "metrics" in data:  # `zoo reproduce` report
+        runs = data["metrics"].get("runs") if isinstance(data["metrics"], dict) else None
+        if not isinstance(runs, list) or not runs:
+            raise ValueError(f"{file}: a reproduction report without 'metrics.runs'")
+        systems = reproduction_systems(runs, batch)
+        if not systems:
+            found = sorted({r.get("batch") for r in runs})
+            raise ValueError(f"{file}: no reproduction run at batch {batch}; batches found {found} (pass --batch)")
+        return systems
     records = data if isinstance(data, list) else [data]
     systems = []
     for j, record in enumerate(records):
@@ -168,25 +218,110 @@ def _load_records(file: Path) -> list[dict[str, Any]]:
     return systems
 
 
+def _record_files(source: Path) -> list[Path]:
+    """``source`` itself, or the ``moecap_*.json`` records in a run folder (its tree, sorted)."""
+    if source.is_dir():
+        files = sorted(source.rglob("moecap_*.json"))
+        if not files:
+            raise ValueError(f"{source}: a folder without moecap_*.json records (the callback writes one per stage)")
+        return files
+    if not source.is_file():
+        raise FileNotFoundError(f"{source}: no such record file or run folder")
+    return [source]
+
+
+def load_systems(sources: Sequence[str | Path], batch: int = REPRODUCE_BATCH) -> list[dict[str, Any]]:
+    """The radar systems of record files, run folders and reproduction reports, with distinct names.
+
+    A name that several sources share gets its file's folder (or file name) appended, so every polygon keeps its own
+    legend entry: two runs of one config are both ``hf-eager-mixtral`` in their records.
+    """
+    pairs = [(file, system) for source in sources for file in _record_files(Path(source))
+             for system in _load_records(file, batch)]  # fmt: skip
+    files: dict[str, set[Path]] = {}
+    for file, system in pairs:
+        files.setdefault(system["system_name"], set()).add(file)
+    systems = []
+    for file, system in pairs:
+        if len(files[system["system_name"]]) > 1:  # the name of runs in several files: say which file
+            tag = f"{file.parent.name}/{file.stem}" if file.parent.name else file.stem
+            system = {**system, "system_name": f"{system['system_name']} [{tag}]"}
+        systems.append(system)
+    names = [s["system_name"] for s in systems]
+    seen: dict[str, int] = {}
+    for system, name in zip(systems, names, strict=True):  # still alike (one file's list): number them
+        if names.count(name) > 1:
+            seen[name] = seen.get(name, 0) + 1
+            system["system_name"] = f"{name} #{seen[name]}"
+    return systems
+
+
 def radar(
-    systems_json: str | Path | list[str | Path], out: str | Path | None = None, cost_cap: float | None = None
-) -> Path:
-    """Redraw the CAP radar from saved records (``moecap_{stage}.json`` files of several runs).
+    systems_json: str | Path | list[str | Path], out: str | Path | None = None, cost_cap: float | None = None,
+    *, batch: int = REPRODUCE_BATCH, title: str | None = None,
+) -> Path:  # fmt: skip
+    """Draw one CAP radar from saved runs (``moecap_{stage}.json`` records of several runs, their run folders, or a
+    ``zoo reproduce moe_cap`` report), every axis normalised across all of them.
 
     Args:
-        systems_json: One file or a list of files; each holds one record dict or a list of them, with
-            ``system_name`` and ``means`` (``tpot_s``, ``cost_usd``, ``em`` among others; optional ``cap_class``).
-        out: The PNG (default ``cap_radar.png`` next to the first file).
+        systems_json: One source or a list of them: a record file (one record dict or a list of them, with
+            ``system_name`` and ``means`` holding ``tpot_s``, ``cost_usd``, ``em``; optional ``cap_class``), a run
+            folder (its ``moecap_*.json``), or a reproduction report ``moe_cap.json`` (one system per family at
+            ``batch``, medians over seeds).
+        out: The PNG (default ``cap_radar.png`` next to the first source).
         cost_cap: See :func:`radar_scores`.
+        batch: The batch size drawn from a reproduction report.
+        title: Figure title (default: the number of systems).
 
     Returns:
         The PNG's path.
 
     Raises:
-        ValueError: No files, invalid JSON, or a missing key (the message names the file and the key).
-    """
-    files = [Path(systems_json)] if isinstance(systems_json, str | Path) else [Path(f) for f in systems_json]
-    if not files:
+        ValueError: No sources, fewer than two systems in all, invalid JSON, or a missing key (the message names the
+            file and the key).
+        FileNotFoundError: A source that does not exist.
+    """  # noqa: D205
+    sources = [systems_json] if isinstance(systems_json, str | Path) else list(systems_json)
+    if not sources:
         raise ValueError("radar: systems_json: expected at least one record file, got an empty list")
-    systems = [system for file in files for system in _load_records(file)]
-    return draw_radar(systems, Path(out) if out is not None else files[0].parent / "cap_radar.png", cost_cap=cost_cap)
+    systems = load_systems(sources, batch)
+    first = Path(sources[0])
+    default = (first if first.is_dir() else first.parent) / "cap_radar.png"
+    return draw_radar(systems, Path(out) if out is not None else default, cost_cap=cost_cap, title=title)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m zoo.moe_cap.cap_radar SOURCE [SOURCE ...] [--out PNG] [--cost-cap USD] [--batch B]``.
+
+    Returns:
+        The exit code: 0 with the PNG written (its path printed), 2 on a bad source or value (one ``zoo: error:``
+        line).
+    """
+    parser = argparse.ArgumentParser(
+        prog="python -m zoo.moe_cap.cap_radar",
+        description="Draw the CAP radar of several MoE-CAP runs on one plot (axes normalised across them).",
+    )
+    parser.add_argument("sources", nargs="+", metavar="SOURCE",
+                        help="moecap_{stage}.json records, run folders holding them, or a `zoo reproduce moe_cap` "
+                             "report moe_cap.json (one system per family)")  # fmt: skip
+    parser.add_argument("--out", default=None, help="the PNG (default: cap_radar.png beside the first source)")
+    parser.add_argument("--cost-cap", type=float, default=None,
+                        help="the cost (USD) that scores the base 20 (default: the largest cost drawn)")  # fmt: skip
+    parser.add_argument("--batch", type=int, default=REPRODUCE_BATCH,
+                        help=f"batch size drawn from a reproduction report (default {REPRODUCE_BATCH})")  # fmt: skip
+    parser.add_argument("--title", default=None, help="figure title")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return 2 if exc.code else 0
+    try:
+        path = radar(args.sources, out=args.out, cost_cap=args.cost_cap, batch=args.batch, title=args.title)
+    except (ValueError, FileNotFoundError) as err:
+        print(f"zoo: error: {err}", file=sys.stderr)
+        return 2
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

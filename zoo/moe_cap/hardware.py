@@ -144,22 +144,25 @@ def _preset(
     return name, HardwareSpec(name=name, bw_Bps=bw, dense_flops=flops, price_usd=price, tdp_w=tdp)
 
 
-#: GPU presets (card "HardwareSpec"). Bandwidths and prices follow the public code's table; dense bf16/fp16 peaks are
-#: that table's 2:4-sparse values / 2; fp8/int8 = 2× bf16 (the table's convention, approximate; A100 and the RTX
-#: Ampere cards have no fp8 units); ``fp32`` is **TF32 dense** tensor-core throughput (bf16 / 2) — true non-tensor-core
-#: fp32 is lower (A100 19.5 TFLOP/s), so fp32 S-MFU against these presets assumes TF32 matmuls. TDPs are vendor board
-#: power (the public values were not recorded). A100-40GB prices are unknown (``None``): cost then raises.
+#: GPU presets (card "HardwareSpec"). Bandwidths follow the public code's table; dense bf16/fp16 peaks are that table's
+#: 2:4-sparse values / 2; fp8/int8 = 2× bf16 (the table's convention, approximate; A100 and the RTX Ampere cards have
+#: no fp8 units); ``fp32`` is **TF32 dense** tensor-core throughput (bf16 / 2) — true non-tensor-core fp32 is lower
+#: (A100 19.5 TFLOP/s), so fp32 S-MFU against these presets assumes TF32 matmuls. Prices and TDPs are the public
+#: Auto-CAP table's (``moe_cap/utils/cost_utils.py``: ``GPU_COST_DICT``, ``GPU_TDP_DICT``), so the cost model gives
+#: the code's numbers; the card records the prices but for the A100-40GB parts and left the TDPs "not recorded".
+#: The table's H200 TDP is 350 W (its comment says "PCIe variant"; the SXM board's vendor figure is 700 W): kept, as
+#: the code computes with it.
 PRESETS: dict[str, HardwareSpec] = dict(
     [
         _preset("A100-PCIe-80GB", 1935e9, 312e12, 19000.0, 300.0),
-        _preset("A100-PCIe-40GB", 1555e9, 312e12, None, 250.0),
+        _preset("A100-PCIe-40GB", 1555e9, 312e12, 9000.0, 250.0),  # price: cost_utils.py (card: unknown)
         _preset("A100-SXM4-80GB", 2039e9, 312e12, 19000.0, 400.0),
-        _preset("A100-SXM4-40GB", 1555e9, 312e12, None, 400.0),
+        _preset("A100-SXM4-40GB", 1555e9, 312e12, 12000.0, 400.0),  # price: cost_utils.py (card: unknown)
         _preset("H100-PCIe-80GB", 2039e9, 756.5e12, 28000.0, 350.0),
         _preset("RTX-A5000", 768e9, 111.1e12, 2400.0, 230.0),
         _preset("RTX-A6000", 768e9, 154.85e12, 4500.0, 300.0),
         _preset("H100-HBM3-80GB", 3350e9, 989.5e12, 38000.0, 700.0),
-        _preset("H200-141GB", 4800e9, 989.5e12, 35000.0, 700.0),
+        _preset("H200-141GB", 4800e9, 989.5e12, 35000.0, 350.0),  # TDP: cost_utils.py's 350 W (vendor SXM: 700 W)
     ]
 )
 

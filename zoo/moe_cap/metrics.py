@@ -5,7 +5,9 @@ attributes). ``S_activated`` sums attention, the experts a forward's batch actua
 layer, from the router trace), shared experts and dense MLPs; S-MBU divides its bytes plus the KV cache read by the
 latency and the peak bandwidth, S-MFU divides the forward's FLOPs (top-k + shared experts, router, attention
 scores) by the latency and the dense peak. The dense baselines (MBU/MFU) count every expert; ``s_mfu_code`` is the
-public code's form (one routed expert, no router, its attention term). Equations and sources: ``zoo/moe_cap/README.md``.
+public code's arithmetic (one routed expert, no router, DeepSeek's shared size hard-coded to 2 experts, its
+attention-score term; Auto-CAP/MoE-CAP ``moe_cap/utils/basic_utils.py``). Equations and sources:
+``zoo/moe_cap/README.md``.
 """
 
 from __future__ import annotations
@@ -51,11 +53,13 @@ class MoEShape:
         num_heads: query heads ``n_h``.
         d_qk: query/key head dim of the score product (GQA ``d_h``; MLA ``qk_nope + qk_rope``).
         d_v: value head dim.
-        head_dim: ``d_h`` of the public code's attention term (GQA ``d_h``; MLA ``v_head_dim``).
+        head_dim: ``d_h`` of a GQA head (MLA: ``v_head_dim``); kept in saved records, no formula reads it (the public
+            code's score term uses ``d_qk + d_v``, see :func:`code_score_flops_per_token`).
         kv_per_token: KV-cache elements per token over all layers (``KV_tok``).
         lm_head: parameters of the output projection (``d·V``), counted only with ``include_lm_head``.
         sliding_window: the config's attention window, caps the context read (None: none).
-        shared_code_2x: the public code's DeepSeek shared size (``2·moe_intermediate_size`` experts' worth).
+        shared_code_2x: the public code's shared size per sparse layer (DeepSeek: its hard-coded
+            ``3·d·2·moe_intermediate_size``; other families: ``shared``).
         latent_up: MLA's ``kv_b`` parameters per layer (0 for GQA): transformers caches the latent and re-expands
             every cached token through ``kv_b`` at each forward [check], FLOPs the per-token formula does not count.
         notes: provenance (``introspected``).
@@ -245,20 +249,36 @@ def activated_params(shape: MoEShape, counts: Sequence[int] | None, *, include_r
     return total + (shape.lm_head if include_lm_head else 0)
 
 
-def param_flops_per_token(shape: MoEShape, variant: str = "paper") -> int:
+def param_flops_per_token(shape: MoEShape, variant: str = "paper", *, code_shared: str = "code_2x") -> int:
     """The parameter part of ``S-F_token`` (2 FLOPs per multiply-add), attention scores excluded.
 
     ``paper``: ``Σ_l 2·N_attn,l + sparse: 2·N_router + 2·(k·S_expert + S_shared) | dense: 2·S_mlp``. ``code``: one
-    routed expert and no router (the public code). ``dense``: every expert (the MFU over-count).
+    routed expert and no router (the public code), with its DeepSeek shared size ``2·moe_intermediate_size``
+    (``code_shared="code_2x"``, default) or the shape's own (``"config"``). ``dense``: every expert (the MFU
+    over-count).
     """
     k = {"paper": shape.top_k, "code": 1, "dense": shape.num_experts}.get(variant)
     if k is None:
         raise ValueError(f"variant={variant!r}: expected 'paper', 'code' or 'dense'")
+    if code_shared not in ("code_2x", "config"):
+        raise ValueError(f"code_shared={code_shared!r}: expected 'code_2x' or 'config'")
     router = 0 if variant == "code" else shape.router
+    shared = shape.shared_code_2x if variant == "code" and code_shared == "code_2x" else shape.shared
     total = 0
     for attn, sparse, mlp in zip(shape.attn, shape.sparse, shape.mlp, strict=True):
-        total += 2 * attn + (2 * router + 2 * (k * shape.expert + shape.shared) if sparse else 2 * mlp)
+        total += 2 * attn + (2 * router + 2 * (k * shape.expert + shared) if sparse else 2 * mlp)
     return total
+
+
+def code_score_flops_per_token(shape: MoEShape, ctx: Sequence[int]) -> int:
+    """The public code's attention-score FLOPs **per token** of a forward: ``2·Σ_b ctx_b·n_layer·n_h·(d_qk + d_v)``.
+
+    Its ``attention_score`` is ``2·Σctx·L·n_h·d_h`` for GQA and ``Σctx·L·n_h·(q_hd + v_hd)`` for MLA, added to the
+    per-token parameter count that is then multiplied by ``2·throughput``: ``4·Σctx·L·n_h·d_h`` (GQA) and
+    ``2·Σctx·L·n_h·(q_hd + v_hd)`` (MLA) per token, one expression since GQA has ``d_qk = d_v = d_h``. ``Σctx`` is the
+    whole batch's context (SGLang's ``seq_lens_sum``), so a forward's total scales as tokens x Σ ctx.
+    """
+    return 2 * sum(cap_context(shape, c) for c in ctx) * shape.num_layers * shape.num_heads * (shape.d_qk + shape.d_v)
 
 
 def cap_context(shape: MoEShape, ctx: int) -> int:
@@ -283,15 +303,15 @@ def score_flops(shape: MoEShape, n_new: Sequence[int], ctx: Sequence[int], *, ca
 
 
 def forward_flops(shape: MoEShape, n_new: Sequence[int], ctx: Sequence[int], *, variant: str = "paper",
-                  causal_halving: bool = False, lm_head_rows: int = 0,
-                  latent_expansion: bool = True) -> float:  # fmt: skip
+                  causal_halving: bool = False, lm_head_rows: int = 0, latent_expansion: bool = True,
+                  code_shared: str = "code_2x") -> float:  # fmt: skip
     """FLOPs of one forward, ``F_fwd = tokens·(parameter part) + score FLOPs`` (+ ``2·d·V`` per lm_head row).
 
     ``latent_expansion`` (MLA only; ours): add ``2·Σ_b (ctx_b − n_new_b)·S_kv_b`` per layer, the re-expansion of the
     cached latent that transformers' eager MLA performs at every decode step (an absorbed-MLA server does not).
 
-    ``variant="code"`` keeps the public code's form: the per-token count gets ``2·Σ_b ctx_b·n_layer·n_h·d_h`` and is
-    multiplied by the forward's token count, which scales the whole batch's context by the batch's tokens.
+    ``variant="code"`` is the public code's arithmetic: ``tokens·(parameter part + code_score_flops_per_token)``,
+    one routed expert, no router, the DeepSeek shared size of ``code_shared`` and no latent re-expansion.
     """
     tokens = sum(n_new)
     head = 2 * shape.lm_head * lm_head_rows
@@ -299,8 +319,8 @@ def forward_flops(shape: MoEShape, n_new: Sequence[int], ctx: Sequence[int], *, 
         cached = sum(cap_context(shape, c) - n for n, c in zip(n_new, ctx, strict=True))
         head += 2 * max(cached, 0) * shape.latent_up * shape.num_layers
     if variant == "code":
-        code_attn = 2 * sum(cap_context(shape, c) for c in ctx) * shape.num_layers * shape.num_heads * shape.head_dim
-        return tokens * (param_flops_per_token(shape, "code") + code_attn) + head
+        params = param_flops_per_token(shape, "code", code_shared=code_shared)
+        return tokens * (params + code_score_flops_per_token(shape, ctx)) + head
     return (
         tokens * param_flops_per_token(shape, variant)
         + score_flops(shape, n_new, ctx, causal_halving=causal_halving)
@@ -336,7 +356,7 @@ def mean(values: Sequence[float]) -> float:
 def forward_metrics(record: dict[str, Any], shape: MoEShape, *, bw_Bps: float, peak_flops: float, n_dev: int = 1,
                     bytes_w: float = 4.0, bytes_kv: float = 4.0, include_router_bytes: bool = False,
                     include_lm_head: bool = False, causal_halving: bool = False, kv_accounting: str = "formula",
-                    latent_expansion: bool = True) -> dict[str, float]:  # fmt: skip
+                    latent_expansion: bool = True, code_shared: str = "code_2x") -> dict[str, float]:  # fmt: skip
     """S-MBU, S-MFU and their baselines for one traced forward.
 
     Args:
@@ -353,6 +373,8 @@ def forward_metrics(record: dict[str, Any], shape: MoEShape, *, bw_Bps: float, p
         causal_halving: halve a prefill's score square.
         kv_accounting: ``formula`` (``Σ_b ctx_b·KV_tok``) or ``as_cached`` (the numel actually held).
         latent_expansion: count MLA's per-forward re-expansion of the cached latent (see ``forward_flops``).
+        code_shared: the DeepSeek shared size of ``s_mfu_code``: ``code_2x`` (the public code's
+            ``2·moe_intermediate_size``) or ``config`` (the shape's).
 
     Returns:
         ``s_mbu``, ``mbu_dense``, ``s_mfu``, ``s_mfu_code``, ``mfu_dense``, ``act_experts`` (mean ``count_l``),
@@ -373,7 +395,8 @@ def forward_metrics(record: dict[str, Any], shape: MoEShape, *, bw_Bps: float, p
     every = activated_params(shape, None if shape.is_moe else [], **sizes)
     head_rows = int(record.get("lm_head_rows", 0)) if include_lm_head else 0
     flops = {v: forward_flops(shape, n_new, ctx, variant=v, causal_halving=causal_halving, lm_head_rows=head_rows,
-                              latent_expansion=latent_expansion) for v in ("paper", "code", "dense")}  # fmt: skip
+                              latent_expansion=latent_expansion, code_shared=code_shared)
+             for v in ("paper", "code", "dense")}  # fmt: skip
     s_mbu, s_mfu = utilisation(active * bytes_w + kv_bytes, flops["paper"], latency, bw_Bps, peak_flops, n_dev)
     mbu_dense, mfu_dense = utilisation(every * bytes_w + kv_bytes, flops["dense"], latency, bw_Bps, peak_flops, n_dev)
     _, s_mfu_code = utilisation(0.0, flops["code"], latency, bw_Bps, peak_flops, n_dev)
