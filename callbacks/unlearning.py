@@ -29,6 +29,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import math
 import os
 import time
 import warnings
@@ -43,7 +44,7 @@ import zoo
 from zoo.core import checks
 from zoo.core.cache import cache_root, fingerprint
 from zoo.core.config import run_dir
-from zoo.core.divergence import Diverged, first_nonfinite, stop
+from zoo.core.divergence import Diverged, LossGuard, first_nonfinite, stop
 from zoo.core.gradients import cosine_rho, dot, global_norm, projection_coefficients
 from zoo.core.messages import say
 from zoo.core.module import ZooModule
@@ -297,6 +298,7 @@ class UnlearningCallback(Callback):
         self._salun_labels: Tensor | None = None
         self._salun_epoch = -1
         self._salun_seed, self._salun_classes, self._salun_n = 0, 2, 0
+        self._guard = LossGuard()
         self.scrub_alpha, self.scrub_gamma, self.scrub_msteps = scrub_alpha, scrub_gamma, scrub_msteps
         self.scrub_temperature = scrub_temperature
         self.original_epochs, self.retrain_epochs, self.oracle = original_epochs, retrain_epochs, oracle
@@ -595,9 +597,9 @@ class UnlearningCallback(Callback):
                 loss = self._salun_step(module, opt, forget, retain, logs)
             case _:
                 loss = self._loss_step(module, opt, forget, retain, logs)
-        if not bool(torch.isfinite(loss.detach()).all()):
-            stop(self._who(), "training loss", self.step_count, module.current_epoch, self._knobs(module),
-                 float(loss.detach().flatten()[0]))  # fmt: skip
+        # one line naming the step and the knobs on a nan/inf loss (on an accelerator, read back at logged steps)
+        self._guard.observe(loss, self.step_count, module.current_epoch, self._who(), lambda: self._knobs(module),
+                            sync=module._logs_this_step())  # fmt: skip
         self.step_count += 1
         if module._logs_this_step():
             logs["forget_batch_size"] = float(_size(forget))
@@ -806,9 +808,8 @@ class UnlearningCallback(Callback):
             for batch in module.trainer.datamodule.forget_dataloader():
                 batch = module.transfer_batch_to_device(batch, module.device, 0)
                 kl_f = module.distill_loss(batch, teacher, t)
-                if not bool(torch.isfinite(kl_f.detach())):
-                    stop(self._who(), "forget KL of a max-step", self.step_count, epoch, self._knobs(module),
-                         float(kl_f.detach()))  # fmt: skip
+                if not math.isfinite(value := float(kl_f.detach())):
+                    stop(self._who(), "forget KL of a max-step", self.step_count, epoch, self._knobs(module), value)
                 opt.zero_grad()
                 module.manual_backward(-kl_f)
                 opt.step()
@@ -830,6 +831,7 @@ class UnlearningCallback(Callback):
     # ------------------------------------------------------------------------------------------------------------
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Evaluate the unlearning metrics (and the gap to the oracle) every ``eval_every_n_epochs``."""
+        self._guard.flush(self._who(), lambda: self._knobs(pl_module))
         self._check_weights(pl_module, "weights", self.step_count, trainer.current_epoch)
         epoch = trainer.current_epoch + 1
         if epoch % self.eval_every_n_epochs and epoch != trainer.max_epochs:

@@ -13,6 +13,7 @@ adds no host synchronisation per step.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from typing import NoReturn
 
@@ -67,9 +68,12 @@ class LossGuard:
         """
         loss = loss.detach()
         if not (loss.device.type != "cpu" if self.defer is None else self.defer):
-            if not bool(torch.isfinite(loss).all()):
-                value = float(loss.flatten()[0]) if loss.numel() else None
-                stop(who, "training loss", step, epoch, _text(knobs), value)
+            if loss.numel() == 1:  # the usual scalar: one float read (about 1 us) instead of isfinite + all
+                value = float(loss)
+                if not math.isfinite(value):
+                    stop(who, "training loss", step, epoch, _text(knobs), value)
+            elif not bool(torch.isfinite(loss).all()):
+                stop(who, "training loss", step, epoch, _text(knobs))
             return
         if self._bad is None:
             self._bad = torch.full((2,), -1, dtype=torch.long, device=loss.device)
