@@ -96,7 +96,10 @@ UNLEARN = ["fit", "-c", str(ROOT / "configs" / "uam" / "finetune.yaml"), "--trai
            "--trainer.callbacks.init_args.original_epochs=2", "--trainer.callbacks.init_args.oracle=false"]  # fmt: skip
 
 
-def _last_line(err: str) -> str:
+def _one_line(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """Run ``zoo <args>`` in process; it must exit 2 without a traceback. Its last stderr line."""
+    code, err = zoo_entry(args, capsys)
+    assert code == 2 and "Traceback" not in err, err
     return err.strip().splitlines()[-1]
 
 
@@ -117,9 +120,7 @@ def test_unlearning_step_with_an_injected_nan_stops_in_one_line(
         return loss
 
     monkeypatch.setattr(UnlearnClassifierModule, "retain_loss", poisoned)
-    code, err = zoo_entry([*UNLEARN, f"--trainer.default_root_dir={tmp_path}"], capsys)
-    assert code == 2 and "Traceback" not in err, err
-    assert _last_line(err) == (
+    assert _one_line([*UNLEARN, f"--trainer.default_root_dir={tmp_path}"], capsys) == (
         "zoo: error: UnlearningCallback(strategy=finetune): the training loss became non-finite (nan) at step 5 "
         "(epoch 0); the run diverged: lower --model.init_args.lr=0.02"
     )
@@ -141,38 +142,31 @@ def test_nan_weights_after_the_last_step_stop_before_the_metrics(
         return loss
 
     monkeypatch.setattr(UnlearningCallback, "_loss_step", poison_last)
-    code, err = zoo_entry([*UNLEARN, f"--trainer.default_root_dir={tmp_path}"], capsys)
-    assert code == 2 and "Traceback" not in err, err
-    assert _last_line(err) == (
+    assert _one_line([*UNLEARN, f"--trainer.default_root_dir={tmp_path}"], capsys) == (
         "zoo: error: UnlearningCallback(strategy=finetune): the weights (model.layers.1.weight first) became "
         "non-finite (nan or inf) at step 18 (epoch 0); the run diverged: lower --model.init_args.lr=0.02"
     )
 
 
-def test_diverging_gradient_ascent_names_its_knobs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """NegGrad at a huge learning rate: the ascent blows up, and the line says to lower the lr or the epochs."""
-    args = [*UNLEARN, f"--trainer.default_root_dir={tmp_path}", "--trainer.callbacks.init_args.strategy=neggrad",
-            "--model.init_args.lr=1e30"]  # fmt: skip
-    code, err = zoo_entry(args, capsys)
-    assert code == 2 and "Traceback" not in err, err
-    assert re.fullmatch(
-        r"zoo: error: UnlearningCallback\(strategy=neggrad\): the (training loss|weights \(\S+ first\)) became "
-        r"non-finite \(\S+\) at step \d+ \(epoch \d\); the run diverged: lower --model\.init_args\.lr=1e\+30 or "
-        r"--trainer\.max_epochs \(gradient ascent is unbounded\)",
-        _last_line(err),
-    ), err
-
-
-def test_a_diverging_original_recipe_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The callback's inner training of the original model diverges: the line says which inner run and which
-    learning rates (the core guard's message, prefixed by the callback)."""
-    args = [*UNLEARN, f"--trainer.default_root_dir={tmp_path}", "--model.init_args.original_lr=1e30",
-            "--trainer.callbacks.init_args.cache=false"]  # fmt: skip
-    code, err = zoo_entry(args, capsys)
-    assert code == 2 and "Traceback" not in err, err
-    assert re.fullmatch(
-        r"zoo: error: UnlearningCallback: training the original model \(the original recipe, 2 epochs\): "
-        r"UnlearnClassifierModule: the training loss became non-finite \(\S+\) at step \d+ \(epoch \d\); the run "
-        r"diverged: lower --model\.init_args\.lr=0\.02 or --model\.init_args\.original_lr=1e\+30",
-        _last_line(err),
-    ), err
+@pytest.mark.parametrize(
+    ("extra", "pattern"),
+    [
+        # NegGrad at a huge learning rate: the ascent blows up; lower the lr or the epochs
+        (["--trainer.callbacks.init_args.strategy=neggrad", "--model.init_args.lr=1e30"],
+         r"zoo: error: UnlearningCallback\(strategy=neggrad\): the (training loss|weights \(\S+ first\)) became "
+         r"non-finite \(\S+\) at step \d+ \(epoch \d\); the run diverged: lower --model\.init_args\.lr=1e\+30 or "
+         r"--trainer\.max_epochs \(gradient ascent is unbounded\)"),
+        # the callback's inner training of the original model diverges: which inner run, which learning rates
+        (["--model.init_args.original_lr=1e30", "--trainer.callbacks.init_args.cache=false"],
+         r"zoo: error: UnlearningCallback: training the original model \(the original recipe, 2 epochs\): "
+         r"UnlearnClassifierModule: the training loss became non-finite \(\S+\) at step \d+ \(epoch \d\); the run "
+         r"diverged: lower --model\.init_args\.lr=0\.02 or --model\.init_args\.original_lr=1e\+30"),
+    ],
+    ids=["neggrad", "original_recipe"],
+)  # fmt: skip
+def test_real_divergence_through_zoo_fit_is_one_line(
+    extra: list[str], pattern: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Runs that diverge on their own (no injection) stop with the one line naming who diverged and the knobs."""
+    line = _one_line([*UNLEARN, f"--trainer.default_root_dir={tmp_path}", *extra], capsys)
+    assert re.fullmatch(pattern, line), line
