@@ -9,14 +9,19 @@ metrics and the gap to the oracle are logged every ``eval_every_n_epochs`` and w
 
 Module protocol :class:`Unlearnable` (checked in ``setup``): ``forget_loss(batch)``, ``retain_loss(batch)``,
 ``unlearning_metrics(dm)``, ``gap_metrics`` (names averaged into the gap), plus per strategy
-``random_label_loss(batch)`` (SalUn), ``distill_loss(batch, teacher, temperature)`` and ``model`` (SCRUB),
+``num_classes`` (SalUn), ``distill_loss(batch, teacher, temperature)`` and ``model`` (SCRUB),
 ``rmu_losses``, ``rmu_retain_loss`` and ``prepare_unlearning`` (RMU); optional ``concat_losses(forget, retain)``
 (one forward on the concatenated batch), ``unlearn_parameters()`` and ``check_data(datamodule)`` (raises on a bad
 model/data combination, called in ``setup`` before the original is trained). :class:`UnlearnableModule` is the base that
 hands the step to the callback. Datamodule protocol :class:`UnlearningData`: ``with_phase(phase)``,
-``split_info()``; optional ``attach_original(module)``, called once the original weights are in place and before the
-oracle is trained, for a forget set that the original model defines (``xrlhf``'s module explains unsatisfactory
-responses with the original RM's features).
+``split_info()``; per strategy ``forget_dataloader()`` (SCRUB's max-steps, SalUn's mask), ``set_unlearn_batches``
+(SalUn's mixed batches) and ``validation_split(fraction)`` (l1-sparse's ``l1_gamma0: select``); optional
+``attach_original(module)``, called once the original weights are in place and before the oracle is trained, for a
+forget set that the original model defines (``xrlhf``'s module explains unsatisfactory responses with the original
+RM's features).
+
+A loss or weight that becomes non-finite stops the run with one line naming the step, the strategy and the options to
+lower (:mod:`zoo.core.divergence`), before any metric reads the ``nan`` weights.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import math
 import os
 import time
 import warnings
@@ -38,6 +44,7 @@ import zoo
 from zoo.core import checks
 from zoo.core.cache import cache_root, fingerprint
 from zoo.core.config import run_dir
+from zoo.core.divergence import Diverged, LossGuard, first_nonfinite, stop
 from zoo.core.gradients import cosine_rho, dot, global_norm, projection_coefficients
 from zoo.core.messages import say
 from zoo.core.module import ZooModule
@@ -51,10 +58,31 @@ STRATEGIES = ("uam", "finetune", "neggrad", "neggrad_plus", "graddiff", "l1_spar
               "retrain")  # fmt: skip
 
 _NEEDS = {
-    "salun": ("random_label_loss",),
+    "salun": ("num_classes",),
     "scrub": ("distill_loss", "model"),
     "rmu": ("rmu_losses", "rmu_retain_loss", "prepare_unlearning"),
     "rmu_uam": ("rmu_losses", "rmu_retain_loss", "prepare_unlearning"),
+}
+#: What a strategy needs of the datamodule beyond :class:`UnlearningData`.
+_DATA_NEEDS = {
+    "salun": ("forget_dataloader", "set_unlearn_batches", "split_info"),
+    "scrub": ("forget_dataloader",),
+}
+#: Default grid of l1-sparse's ``gamma_0`` (``l1_gamma0: select``): the library example 1e-5 up to 1, since the
+#: penalty moves each weight by up to ``lr * steps * gamma_0`` (digits, 5 epochs of 18 steps at lr 0.02: 1.8 gamma_0
+#: against weights of about 0.1-0.2); on digits the validation gap is smallest at 0.2-0.3, inside the grid.
+L1_GAMMA0_GRID = (1e-5, 1e-4, 1e-3, 1e-2, 3e-2, 0.1, 0.2, 0.3, 0.5, 1.0)
+#: What to lower (or raise) when a strategy diverges, after the learning rate.
+_KNOBS = {
+    "uam": "UnlearningCallback.rho={rho!r}",
+    "neggrad": "--trainer.max_epochs (gradient ascent is unbounded)",
+    "neggrad_plus": "the ascent weight 1 - UnlearningCallback.beta (beta={beta!r})",
+    "graddiff": "--trainer.max_epochs (the ascent term is unbounded)",
+    "l1_sparse": "UnlearningCallback.l1_gamma0={l1_gamma0_used!r}",
+    "scrub": "UnlearningCallback.scrub_msteps={scrub_msteps!r} (the max-steps ascend an unbounded KL)",
+    "rmu": "UnlearningCallback.rmu_c={rmu_c!r} or UnlearningCallback.rmu_alpha={rmu_alpha!r}",
+    "rmu_uam": "UnlearningCallback.rho={rho!r}, UnlearningCallback.rmu_c={rmu_c!r} or UnlearningCallback.rmu_alpha="
+    "{rmu_alpha!r}",
 }
 
 
@@ -124,7 +152,8 @@ class UnlearningCallback(Callback):
         strategy: ``uam`` (perturb along the forget gradient, retain gradient there, optional projection),
             ``finetune`` (retain CE), ``neggrad`` (ascent on the forget loss), ``neggrad_plus``
             (``beta L_r - (1 - beta) L_f``), ``graddiff`` (``L_r - L_f``), ``l1_sparse`` (retain CE +
-            ``gamma_t ||theta||_1``), ``salun`` (saliency-masked random-label forgetting), ``scrub``, and for
+            ``gamma_e ||theta||_1``, Unlearn-Sparse), ``salun`` (saliency-masked random-label forgetting on mixed
+            forget+retain batches, Unlearn-Saliency), ``scrub`` (Kurmanji et al.'s max/min teacher KL), and for
             language models ``rmu`` (``mse(z_f, c u) + alpha mse(z_r, z_r(w_bar))``) or ``rmu_uam`` (see
             ``lm_mode``); ``retrain`` is the exact oracle as the result (the module takes the Retrain weights and
             the unlearning steps only log the retain loss).
@@ -142,12 +171,20 @@ class UnlearningCallback(Callback):
         cosine_start_step: ``t0`` of the cosine schedule.
         ascent_sample: truncate forget batches to this many samples in the ascent pass (``None`` = whole batch).
         beta: NegGrad+ retain weight.
-        l1_gamma0: initial ``gamma_0`` of l1-sparse, decayed linearly to 0 over the run.
+        l1_gamma0: l1-sparse's ``gamma_0``: the penalty of epoch ``e`` of ``E`` is ``gamma_0 (1 - e / E)`` (constant
+            within the epoch; Unlearn-Sparse ``unlearn/FT.py``, ``FT_iter``). ``select`` (default): chosen from
+            ``l1_gamma0_grid`` on a forget/retain validation split before unlearning (see ``select_l1_gamma0``).
+        l1_gamma0_grid: the grid of ``l1_gamma0: select`` (``None``: ``L1_GAMMA0_GRID``, 1e-5 ... 1).
+        select_val_fraction: fraction of D_f and of D_r held out as the validation split of ``l1_gamma0: select``.
         salun_keep: fraction of weights SalUn updates (largest ``|grad L_f(theta_o)|``; 0.5 = above the median).
-        scrub_alpha: SCRUB weight of the retain KL term.
-        scrub_gamma: SCRUB weight of the retain CE term.
-        scrub_msteps: SCRUB epochs with max-steps (forget KL ascent) before min-steps only.
-        scrub_temperature: SCRUB distillation temperature.
+        salun_relabel: when SalUn draws each forget sample's random label (uniform over all classes, the true one
+            included): ``epoch`` (default; Unlearn-Saliency ``unlearn/RL.py`` draws them per call, once an epoch) or
+            ``once`` for the whole run.
+        scrub_alpha: SCRUB weight of the retain KL term (SCRUB's CIFAR-10 setting: 0.001).
+        scrub_gamma: SCRUB weight of the retain CE term (0.99).
+        scrub_msteps: SCRUB epochs that start with a max-step pass over D_f (forget KL ascent, one step per forget
+            batch) before the min-steps; later epochs run min-steps only (2).
+        scrub_temperature: SCRUB distillation temperature (4).
         original_epochs: epochs of the original recipe when the module has no ``pretrained`` weights.
         retrain_epochs: epochs of the Retrain oracle (``None`` = ``original_epochs``).
         oracle: train the Retrain oracle and report the gap to it (the gap is never reported without it).
@@ -179,10 +216,13 @@ class UnlearningCallback(Callback):
         cosine_start_step: int = 0,
         ascent_sample: int | None = None,
         beta: float = 0.9,
-        l1_gamma0: float = 1e-5,
+        l1_gamma0: float | Literal["select"] = "select",
+        l1_gamma0_grid: list[float] | None = None,
+        select_val_fraction: float = 0.2,
         salun_keep: float = 0.5,
-        scrub_alpha: float = 1.0,
-        scrub_gamma: float = 1.0,
+        salun_relabel: Literal["epoch", "once"] = "epoch",
+        scrub_alpha: float = 0.001,
+        scrub_gamma: float = 0.99,
         scrub_msteps: int = 2,
         scrub_temperature: float = 4.0,
         original_epochs: int = 120,
@@ -209,9 +249,21 @@ class UnlearningCallback(Callback):
             ("rho_schedule", rho_schedule, ("constant", "cosine")),
         ):
             checks.choice(name(arg), value, options)
-        for arg, value in (("rho", rho), ("gamma", gamma), ("l1_gamma0", l1_gamma0), ("scrub_alpha", scrub_alpha),
-                           ("scrub_gamma", scrub_gamma), ("rmu_c", rmu_c), ("rmu_alpha", rmu_alpha)):  # fmt: skip
+        for arg, value in (("rho", rho), ("gamma", gamma), ("scrub_alpha", scrub_alpha), ("scrub_gamma", scrub_gamma),
+                           ("rmu_c", rmu_c), ("rmu_alpha", rmu_alpha)):  # fmt: skip
             checks.non_negative(name(arg), value)
+        if isinstance(l1_gamma0, str):
+            checks.choice(name("l1_gamma0"), l1_gamma0, ("select",))
+            if strategy == "l1_sparse" and not oracle:  # the selection scores the validation gap to the oracle
+                checks.fail(name("l1_gamma0"), l1_gamma0, "a number when oracle=false (select scores the oracle gap)")
+        else:
+            checks.non_negative(name("l1_gamma0"), l1_gamma0)
+        grid = list(L1_GAMMA0_GRID if l1_gamma0_grid is None else l1_gamma0_grid)
+        if not grid or not all(isinstance(g, int | float) and not isinstance(g, bool) and 0 <= g < float("inf")
+                                for g in grid):  # fmt: skip
+            checks.fail(name("l1_gamma0_grid"), l1_gamma0_grid, "a non-empty list of finite numbers >= 0")
+        checks.probability(name("select_val_fraction"), select_val_fraction, open_low=True, open_high=True)
+        checks.choice(name("salun_relabel"), salun_relabel, ("epoch", "once"))
         checks.positive(name("scrub_temperature"), scrub_temperature)  # the logits are divided by it
         checks.probability(name("beta"), beta)
         checks.probability(name("salun_keep"), salun_keep, open_low=True)
@@ -236,6 +288,17 @@ class UnlearningCallback(Callback):
             cosine_start_step,
         )
         self.ascent_sample, self.beta, self.l1_gamma0, self.salun_keep = ascent_sample, beta, l1_gamma0, salun_keep
+        self.l1_gamma0_grid, self.select_val_fraction, self.salun_relabel = grid, select_val_fraction, salun_relabel
+        #: The ``gamma_0`` l1-sparse runs with (``l1_gamma0``, or the grid's choice once ``setup`` has selected it).
+        self.l1_gamma0_used: float | None = None if isinstance(l1_gamma0, str) else float(l1_gamma0)
+        #: ``{gamma_0: validation gap to Retrain}`` of the selection (empty without it).
+        self.l1_selection: dict[str, float] = {}
+        #: SCRUB max-steps taken per epoch (``{epoch: steps}``).
+        self.scrub_max_steps: dict[int, int] = {}
+        self._salun_labels: Tensor | None = None
+        self._salun_epoch = -1
+        self._salun_seed, self._salun_classes, self._salun_n = 0, 2, 0
+        self._guard = LossGuard()
         self.scrub_alpha, self.scrub_gamma, self.scrub_msteps = scrub_alpha, scrub_gamma, scrub_msteps
         self.scrub_temperature = scrub_temperature
         self.original_epochs, self.retrain_epochs, self.oracle = original_epochs, retrain_epochs, oracle
@@ -261,7 +324,10 @@ class UnlearningCallback(Callback):
             return
         who = f"UnlearningCallback(strategy={self.strategy})"
         check(pl_module, Unlearnable, who, "module", extra=_NEEDS.get(self.strategy, ()))
-        dm = check(trainer.datamodule, UnlearningData, who, "datamodule")
+        data_needs = _DATA_NEEDS.get(self.strategy, ())
+        if self.strategy == "l1_sparse" and self.l1_gamma0 == "select":
+            data_needs = ("validation_split",)
+        dm = check(trainer.datamodule, UnlearningData, who, "datamodule", extra=data_needs)
         if hasattr(pl_module, "check_data"):  # a bad model/data combination fails here, before anything trains
             pl_module.check_data(dm)
         pl_module.automatic_optimization = False
@@ -274,7 +340,15 @@ class UnlearningCallback(Callback):
             warnings.warn(f"{who}: no pretrained weights and original_epochs=0: unlearning a random network")
         if hasattr(dm, "attach_original"):  # a forget set the original model defines (xrlhf's explanations)
             dm.attach_original(pl_module)
+        if getattr(pl_module.hparams, "pretrained", None) is not None:
+            bad = first_nonfinite(pl_module.parameters())
+            if bad is not None:
+                checks.fail(checks.model("pretrained"), pl_module.hparams.pretrained, "finite weights (found nan/inf)")
+        else:  # the original recipe's last step (its loss is checked by ZooModule's guard)
+            knobs = pl_module.divergence_knobs() if hasattr(pl_module, "divergence_knobs") else None
+            self._check_weights(pl_module, "original model's weights", None, None, knobs)
         self.before = {f"original/{k}": v for k, v in pl_module.unlearning_metrics(dm).items()}
+        oracle = None
         if self.oracle or self.strategy == "retrain":
             epochs = self.original_epochs if self.retrain_epochs is None else self.retrain_epochs
             epochs = min(epochs, 1) if trainer.fast_dev_run else epochs
@@ -285,7 +359,7 @@ class UnlearningCallback(Callback):
                 self.oracle_metrics = oracle.unlearning_metrics(dm)
             if self.strategy == "retrain":  # the exact oracle is the unlearned model
                 pl_module.load_state_dict(oracle_state)
-        self._prepare_strategy(trainer, pl_module)
+        self._prepare_strategy(trainer, pl_module, oracle)
 
     def _fresh(self, module: LightningModule) -> LightningModule:
         """A new module of the same class and hyperparameters, without pretrained weights."""
@@ -314,7 +388,11 @@ class UnlearningCallback(Callback):
             f"(the original recipe){where}")  # fmt: skip
         start = time.perf_counter()
         with preserved_rng(threads=False):
-            state = self._fit_fresh(trainer, module, phase, epochs, seed)
+            try:
+                state = self._fit_fresh(trainer, module, phase, epochs, seed)
+            except Diverged as exc:  # say which inner run diverged: its recipe is the original one
+                raise Diverged(f"UnlearningCallback: training the {phase} model (the original recipe, {epochs} "
+                               f"epochs): {exc}") from exc  # fmt: skip
         say(f"unlearning: trained the {phase} model in {time.perf_counter() - start:.1f} s")
         if self.cache:  # write-then-rename: DDP ranks (or parallel jobs) training the same original never clash
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -352,16 +430,108 @@ class UnlearningCallback(Callback):
             return list(module.unlearn_parameters())
         return [p for p in module.parameters() if p.requires_grad]
 
-    def _prepare_strategy(self, trainer: Trainer, module: LightningModule) -> None:
-        """Strategy state computed once from the original weights (frozen copy, SalUn mask, SCRUB teacher)."""
+    # ------------------------------------------------------------------------------------------------------------
+    # Divergence guard (issue #21): one line naming the step, the strategy and the options to lower.
+    # ------------------------------------------------------------------------------------------------------------
+    def _who(self) -> str:
+        return f"UnlearningCallback(strategy={self.strategy})"
+
+    def _knobs(self, module: Any) -> str:
+        """The options to lower when this strategy diverges: the unlearning learning rate, then the strategy's own."""
+        lr = getattr(module, "lr", None)
+        first = f"--model.init_args.lr={lr!r}" if lr is not None else "the learning rate"
+        extra = _KNOBS.get(self.strategy, "").format(**vars(self))
+        return f"{first} or {extra}" if extra else first
+
+    def _check_weights(
+        self, module: Any, what: str, step: int | None, epoch: int | None, knobs: str | None = None
+    ) -> None:
+        """Stop with :class:`zoo.core.divergence.Diverged` when a trainable weight is ``nan`` or ``inf``."""
+        named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+        bad = first_nonfinite(p for _, p in named)
+        if bad is not None:
+            stop(self._who(), f"{what} ({named[bad][0]} first)", step, epoch, knobs or self._knobs(module))
+
+    def _prepare_strategy(self, trainer: Trainer, module: LightningModule, oracle: LightningModule | None) -> None:
+        """Strategy state computed once from the original weights.
+
+        The frozen copy, SalUn's mask and mixed batches, SCRUB's teacher, l1-sparse's selected ``gamma_0``.
+        """
         if hasattr(module, "prepare_unlearning"):
             module.prepare_unlearning(self.strategy)
+        if self.strategy == "l1_sparse" and self.l1_gamma0 == "select":
+            assert oracle is not None  # __init__ rejects select without the oracle
+            self.l1_gamma0_used, self.l1_selection = self.select_l1_gamma0(trainer, module, oracle)
+            gaps = ", ".join(f"{k}: {v:.2f}" for k, v in self.l1_selection.items())
+            say(f"unlearning: l1_gamma0 = {self.l1_gamma0_used:g}, chosen on the forget/retain validation split "
+                f"(validation gap to Retrain per gamma_0: {gaps})")  # fmt: skip
         if self.strategy == "salun":
             self._mask, self._anchor = self._saliency_mask(trainer, module)
+            dm = trainer.datamodule
+            dm.set_unlearn_batches("mixed")  # one epoch = one shuffled pass over D_f and D_r
+            self._salun_seed = dm.seed if self.seed is None else self.seed
+            self._salun_classes, self._salun_n = int(module.num_classes), int(dm.split_info()["n_forget"])
+            self._salun_labels, self._salun_epoch = None, -1
         if self.strategy == "scrub":
             self._teacher = copy.deepcopy(module.model).eval()
             for p in self._teacher.parameters():
                 p.requires_grad_(False)
+
+    def select_l1_gamma0(
+        self, trainer: Trainer, module: LightningModule, oracle: LightningModule
+    ) -> tuple[float, dict[str, float]]:
+        """Choose l1-sparse's ``gamma_0`` from ``l1_gamma0_grid`` on a forget/retain validation split (never test).
+
+        The datamodule holds out ``select_val_fraction`` of D_f and of D_r (``validation_split``). For each grid value
+        a copy of the original runs l1-sparse as the run will (the module's unlearning optimizer, ``max_epochs``
+        epochs of shuffled retain batches of the datamodule's ``batch_size``, ``gamma_0 (1 - e / E)`` in epoch ``e``)
+        on the retain part that is not held out; its score is the validation gap to the Retrain oracle,
+        ``(|FA_val - FA_val(oracle)| + |RA_val - RA_val(oracle)|) / 2`` (top-1 accuracy in %, training labels; the
+        card's "tune on the val gap"). The smallest gap wins, ties to the smaller ``gamma_0``. Classifier batches
+        ``(x, y)`` only (``module(x)`` gives the logits). Unlearn-Sparse tunes its ``--alpha`` by hand per setting
+        (README.MD, ``FT_prune``); the grid search is ours.
+
+        Returns:
+            The chosen ``gamma_0`` and ``{str(gamma_0): gap}`` for every grid value.
+        """
+        dm = trainer.datamodule
+        parts = dm.validation_split(self.select_val_fraction)
+        epochs = max(int(trainer.max_epochs or 1), 1)
+        batch = int(getattr(dm, "batch_size", 64))
+        seed = dm.seed if self.seed is None else self.seed
+        target = [_accuracy(oracle, *parts["forget_val"]), _accuracy(oracle, *parts["retain_val"])]
+        original = {k: v.detach().clone() for k, v in module.state_dict().items()}
+        scores: dict[str, float] = {}
+        with preserved_rng(threads=False):
+            for gamma0 in self.l1_gamma0_grid:
+                copy_ = self._fresh(module)
+                copy_.load_state_dict(original)
+                copy_.unlearning = self  # its configure_optimizers returns the unlearning recipe
+                opt = _optimizer(copy_.configure_optimizers())
+                params = self._params(copy_)
+                x, y = parts["retain_train"]
+                g = torch.Generator().manual_seed(seed)
+                copy_.train()
+                for epoch in range(epochs):
+                    weight = l1_weight(float(gamma0), epoch, epochs)
+                    for idx in torch.randperm(len(y), generator=g).split(batch):
+                        loss = copy_.retain_loss((x[idx], y[idx]))
+                        if weight:
+                            loss = loss + weight * sum(p.abs().sum() for p in params)
+                        opt.zero_grad()
+                        loss.backward()
+                        opt.step()
+                if first_nonfinite(params) is not None:  # this grid value diverges: never chosen
+                    scores[f"{gamma0:g}"] = float("inf")
+                    continue
+                got = [_accuracy(copy_, *parts["forget_val"]), _accuracy(copy_, *parts["retain_val"])]
+                scores[f"{gamma0:g}"] = sum(abs(a - b) for a, b in zip(got, target, strict=True)) / 2
+        best = min(self.l1_gamma0_grid, key=lambda g0: (scores[f"{g0:g}"], g0))
+        if scores[f"{best:g}"] == float("inf"):
+            stop("UnlearningCallback(strategy=l1_sparse, l1_gamma0=select)", "weights of every grid value", None, None,
+                 f"--model.init_args.lr={getattr(module, 'lr', None)!r} or UnlearningCallback.l1_gamma0_grid="
+                 f"{self.l1_gamma0_grid}")  # fmt: skip
+        return float(best), scores
 
     def on_fit_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Move the state built in ``setup`` (before Lightning moved the model) to the module's device."""
@@ -423,8 +593,13 @@ class UnlearningCallback(Callback):
                 with torch.no_grad():
                     loss = module.retain_loss(retain)
                 logs["retain_loss"] = loss
+            case "salun":
+                loss = self._salun_step(module, opt, forget, retain, logs)
             case _:
                 loss = self._loss_step(module, opt, forget, retain, logs)
+        # one line naming the step and the knobs on a nan/inf loss (on an accelerator, read back at logged steps)
+        self._guard.observe(loss, self.step_count, module.current_epoch, self._who(), lambda: self._knobs(module),
+                            sync=module._logs_this_step())  # fmt: skip
         self.step_count += 1
         if module._logs_this_step():
             logs["forget_batch_size"] = float(_size(forget))
@@ -450,15 +625,16 @@ class UnlearningCallback(Callback):
                 logs["retain_loss"], logs["forget_loss"] = l_r.detach(), l_f.detach()
             case "l1_sparse":
                 l_r = module.retain_loss(retain)
-                weight = self.l1_gamma0 * max(1.0 - self.step_count / (self._total_steps or 1), 0.0)
-                loss = l_r + weight * sum(p.abs().sum() for p in params)
+                weight = self.current_l1_weight(module.current_epoch, module.trainer.max_epochs)
+                loss = l_r + weight * sum(p.abs().sum() for p in params) if weight else l_r
                 logs["retain_loss"], logs["l1_weight"] = l_r.detach(), weight
-            case "salun":
-                l_r, l_rand = module.retain_loss(retain), module.random_label_loss(forget)
-                loss = l_rand + l_r
-                logs["retain_loss"], logs["forget_random_label_loss"] = l_r.detach(), l_rand.detach()
             case _:
                 raise AssertionError(self.strategy)
+        self._masked_step(module, opt, params, loss)
+        return loss
+
+    def _masked_step(self, module: Any, opt: Any, params: list[Tensor], loss: Tensor) -> None:
+        """Backward and step; with SalUn's mask, only salient weights move (``theta = theta_o + m * delta``)."""
         opt.zero_grad()
         module.manual_backward(loss)
         if self._mask is not None:
@@ -471,6 +647,40 @@ class UnlearningCallback(Callback):
                 for p, m, a in zip(params, self._mask, self._anchor, strict=True):
                     p.copy_(torch.where(m, p, a))
         opt.zero_grad()
+
+    def current_l1_weight(self, epoch: int, max_epochs: int | None) -> float:
+        """l1-sparse's ``gamma_e = gamma_0 (1 - e / E)`` of epoch ``e`` (see :func:`l1_weight`)."""
+        assert self.l1_gamma0_used is not None, "l1_gamma0: select is resolved in setup"
+        return l1_weight(self.l1_gamma0_used, epoch, max(int(max_epochs or 1), 1))
+
+    def salun_labels(self, epoch: int) -> Tensor:
+        """SalUn's random label of every forget sample (by forget-set index) for ``epoch``.
+
+        Uniform over all ``num_classes``, the sample's own label included, drawn once per epoch (``salun_relabel:
+        epoch``) or once per run (``once``) from a generator seeded by the data seed (and the epoch), so every step
+        of an epoch sees the same label for a sample.
+        """
+        draw = epoch if self.salun_relabel == "epoch" else 0
+        if self._salun_labels is None or self._salun_epoch != draw:
+            seed = int(self._salun_seed) + 7919 * (draw + 1)
+            g = torch.Generator().manual_seed(seed)
+            self._salun_labels = torch.randint(0, int(self._salun_classes), (int(self._salun_n),), generator=g)
+            self._salun_epoch = draw
+        return self._salun_labels
+
+    def _salun_step(self, module: Any, opt: Any, forget: Any, retain: Any, logs: dict[str, Any]) -> Tensor:
+        """SalUn: one CE over a shuffled batch of D_f (with its random labels) and D_r together, masked update.
+
+        Unlearn-Saliency ``Classification/unlearn/RL.py`` (its CIFAR-100/TinyImageNet branch): per epoch, the forget
+        set's targets are replaced by ``np.random.randint(0, num_classes)`` once, the forget and retain sets are
+        concatenated and shuffled, and each batch takes one CE step; the saliency mask limits the update. (Its
+        CIFAR-10/SVHN branch instead runs a forget pass with labels redrawn per batch, then a retain pass.)
+        """
+        (x_f, _, i_f), (x_r, y_r) = forget, retain
+        labels = self.salun_labels(module.current_epoch).to(i_f.device)[i_f]
+        loss = module.retain_loss((torch.cat([x_f, x_r]), torch.cat([labels.to(y_r.dtype), y_r])))
+        self._masked_step(module, opt, self._params(module), loss)
+        logs["mixed_loss"] = loss.detach()
         return loss
 
     def _uam_step(self, module: Any, opt: Any, forget: Any, retain: Any, logs: dict[str, Any]) -> Tensor:
@@ -581,14 +791,31 @@ class UnlearningCallback(Callback):
         return l_r
 
     def _scrub_step(self, module: Any, opt: Any, forget: Any, retain: Any, logs: dict[str, Any]) -> Tensor:
-        """SCRUB: a max-step on the forget batch (first ``scrub_msteps`` epochs), then a min-step on the retain one."""
+        """SCRUB as Kurmanji et al. run it: a max pass over D_f in the first ``scrub_msteps`` epochs, min-steps on D_r.
+
+        ``meghdadk/SCRUB`` (``large_scale_unlearning.ipynb``, ``small_scale_unlearning.ipynb``) calls
+        ``thirdparty/repdistiller/helper/loops.py::train_distill`` per epoch once with ``"maximize"`` on the forget
+        loader (only while ``epoch <= msteps``), then once with ``"minimize"`` on the retain loader. Here: in each of
+        the first ``scrub_msteps`` epochs, one pass over D_f (``forget_dataloader``, one step per forget batch on
+        ``-KL(teacher || student)``) before the epoch's first min-step; then a min-step ``alpha KL_r + gamma CE_r`` on
+        every retain batch. Max- and min-steps share one optimizer and learning rate, as in the notebooks; the paired
+        forget batches are not used.
+        """
         teacher, t = self._teacher, self.scrub_temperature
-        if module.current_epoch < self.scrub_msteps:
-            kl_f = module.distill_loss(forget, teacher, t)
-            opt.zero_grad()
-            module.manual_backward(-kl_f)
-            opt.step()
-            logs["forget_kl"] = kl_f.detach()
+        epoch = module.current_epoch
+        if epoch < self.scrub_msteps and epoch not in self.scrub_max_steps:
+            self.scrub_max_steps[epoch] = 0
+            for batch in module.trainer.datamodule.forget_dataloader():
+                batch = module.transfer_batch_to_device(batch, module.device, 0)
+                kl_f = module.distill_loss(batch, teacher, t)
+                if not math.isfinite(value := float(kl_f.detach())):
+                    stop(self._who(), "forget KL of a max-step", self.step_count, epoch, self._knobs(module), value)
+                opt.zero_grad()
+                module.manual_backward(-kl_f)
+                opt.step()
+                self.scrub_max_steps[epoch] += 1
+                logs["forget_kl"] = kl_f.detach()
+            logs["max_steps"] = float(self.scrub_max_steps[epoch])
         kl_r = module.distill_loss(retain, teacher, t)
         l_r = module.retain_loss(retain)
         loss = self.scrub_alpha * kl_r + self.scrub_gamma * l_r
@@ -604,6 +831,8 @@ class UnlearningCallback(Callback):
     # ------------------------------------------------------------------------------------------------------------
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Evaluate the unlearning metrics (and the gap to the oracle) every ``eval_every_n_epochs``."""
+        self._guard.flush(self._who(), lambda: self._knobs(pl_module))
+        self._check_weights(pl_module, "weights", self.step_count, trainer.current_epoch)
         epoch = trainer.current_epoch + 1
         if epoch % self.eval_every_n_epochs and epoch != trainer.max_epochs:
             return
@@ -623,6 +852,7 @@ class UnlearningCallback(Callback):
 
     def on_fit_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Write ``unlearning.json`` (original, oracle, final metrics, per-epoch history, split) to the run's folder."""
+        self._check_weights(pl_module, "weights", self.step_count, trainer.current_epoch)
         self.final = self.evaluate(pl_module, trainer.datamodule)
         folder = Path(run_dir(trainer))
         if trainer.is_global_zero:
@@ -636,12 +866,17 @@ class UnlearningCallback(Callback):
                 "history": self.history,
                 "split": trainer.datamodule.split_info(),
             }
+            if self.l1_selection:
+                report["l1_gamma0_selection"] = self.l1_selection
+            if self.scrub_max_steps:
+                report["scrub_max_steps_per_epoch"] = {str(k): v for k, v in self.scrub_max_steps.items()}
             (folder / "unlearning.json").write_text(json.dumps(report, indent=1))
 
     def state_dict(self) -> dict[str, Any]:
-        """Step counter and the oracle metrics survive ``--ckpt_path`` resume."""
+        """Step counter, the oracle metrics and SCRUB's max-step count survive ``--ckpt_path`` resume."""
         return {"step_count": self.step_count, "oracle_metrics": self.oracle_metrics, "before": self.before,
-                "zero_forget_grad_steps": self.zero_forget_grad_steps, "history": self.history}  # fmt: skip
+                "zero_forget_grad_steps": self.zero_forget_grad_steps, "history": self.history,
+                "scrub_max_steps": dict(self.scrub_max_steps)}  # fmt: skip
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`."""
@@ -650,6 +885,38 @@ class UnlearningCallback(Callback):
         self.before = state_dict.get("before", self.before)
         self.zero_forget_grad_steps = int(state_dict.get("zero_forget_grad_steps", 0))
         self.history = list(state_dict.get("history", self.history))
+        self.scrub_max_steps = {int(k): int(v) for k, v in state_dict.get("scrub_max_steps", {}).items()}
+
+
+def l1_weight(gamma0: float, epoch: int, epochs: int) -> float:
+    """l1-sparse's penalty weight in epoch ``epoch`` (0-based) of ``epochs``: ``gamma0 (1 - epoch / epochs)``.
+
+    A linear decay per epoch, constant within it, reaching 0 at ``epoch = epochs`` (Unlearn-Sparse ``unlearn/FT.py``,
+    ``FT_iter``: ``current_alpha = alpha * (1 - epoch / (unlearn_epochs - no_l1_epochs))``, here with no l1-free
+    epochs; the last epoch runs at ``gamma0 / epochs``).
+    """
+    return gamma0 * max(1.0 - epoch / epochs, 0.0)
+
+
+def _accuracy(module: Any, x: Tensor, y: Tensor) -> float:
+    """Top-1 accuracy (%) of ``module(x)`` against ``y``, in eval mode, on the module's device."""
+    was_training = module.training
+    module.eval()
+    device = next(module.parameters()).device
+    with torch.no_grad():
+        hits = (module(x.to(device)).argmax(-1) == y.to(device)).float().mean()
+    module.train(was_training)
+    return 100.0 * float(hits)
+
+
+def _optimizer(configured: Any) -> torch.optim.Optimizer:
+    """The optimizer of a ``configure_optimizers`` result (an optimizer, a list of them, or a dict)."""
+    if isinstance(configured, dict):
+        configured = configured["optimizer"]
+    if isinstance(configured, list | tuple):
+        configured = configured[0]
+        configured = configured["optimizer"] if isinstance(configured, dict) else configured
+    return configured
 
 
 def retrain_gaps(metrics: dict[str, float], oracle: dict[str, float] | None, keys: tuple[str, ...]) -> dict[str, float]:

@@ -6,7 +6,12 @@ package, CIFAR-10/100 python-pickle folders or MNIST-style IDX folders from ``pa
 
 Phases: ``original`` trains on the whole training set (with the flipped labels in ``mislabeled`` mode), ``retrain``
 on the retain set only (the oracle), ``unlearn`` yields ``{"forget": (x, y), "retain": (x, y)}`` batches: one retain
-epoch per unlearning epoch, each retain batch paired with a fresh random forget batch.
+epoch per unlearning epoch, each retain batch paired with a fresh random forget batch. A strategy that trains on the
+union of both sets (SalUn's random-label step) asks for *mixed* batches with
+:meth:`UnlearningDataModule.set_unlearn_batches`: one epoch is then one shuffled pass over D_f and D_r together, each
+batch split into its forget part (with the forget indices) and its retain part.
+:meth:`UnlearningDataModule.validation_split` holds out seeded forget/retain validation parts for choosing a
+hyperparameter (never the test split); it changes none of the splits above.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import numpy as np
 import torch
 from lightning.pytorch.utilities import CombinedLoader
 from torch import Tensor
-from torch.utils.data import DataLoader, RandomSampler, TensorDataset
+from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, TensorDataset
 
 from datamodules.common.phases import Phase, PhasedDataModule, batched_loader
 from zoo.core import checks
@@ -95,6 +100,8 @@ class UnlearningDataModule(PhasedDataModule):
         if mode == "classwise":
             checks.integer(checks.data("forget_class"), forget_class, 0, self.num_classes - 1)
         self._arrays: dict[str, Tensor] | None = None
+        #: What the ``unlearn`` phase serves: ``paired`` (default) or ``mixed`` (see :meth:`set_unlearn_batches`).
+        self.unlearn_batches: Literal["paired", "mixed"] = "paired"
 
     # ------------------------------------------------------------------------------------------------------------
     def setup(self, stage: str | None = None) -> None:
@@ -229,12 +236,56 @@ class UnlearningDataModule(PhasedDataModule):
             names.append("test_forget_class")
         return {n: self._loader(n, False, self.eval_batch_size) for n in names if len(self.split(n)[1])}
 
+    def set_unlearn_batches(self, kind: Literal["paired", "mixed"]) -> None:
+        """Choose what the ``unlearn`` phase serves (called by the unlearning callback before the loaders are built).
+
+        ``paired`` (default): each shuffled retain batch (``batch_size``) with a fresh random forget batch
+        (``forget_batch_size``). ``mixed``: one shuffled pass over D_f and D_r together in batches of ``batch_size``, as
+        ``{"forget": (x_f, y_f, i_f), "retain": (x_r, y_r)}`` with ``i_f`` the forget-set indices of the batch's forget
+        samples (either part may be empty).
+        """
+        checks.choice("UnlearningDataModule.set_unlearn_batches(kind)", kind, ("paired", "mixed"))
+        self.unlearn_batches = kind
+
+    def mixed_dataloader(self) -> DataLoader:
+        """One shuffled pass over D_f and D_r together (see :meth:`set_unlearn_batches`)."""
+        forget, retain = self.split("forget"), self.split("retain")
+        if len(forget[1]) == 0:
+            raise ValueError("UnlearningDataModule: the forget set is empty; nothing to unlearn")
+        dataset = _MixedBatches(forget, retain)
+        sampler = BatchSampler(RandomSampler(range(len(dataset))), self.batch_size, drop_last=False)
+        return DataLoader(dataset, batch_size=None, sampler=sampler)
+
+    def validation_split(self, fraction: float) -> dict[str, tuple[Tensor, Tensor]]:
+        """Seeded forget/retain validation parts for choosing a hyperparameter (the test split is never used).
+
+        ``round(fraction * n)`` samples of D_f and of D_r (at least 1 each, and at least 1 left to train on) are held
+        out: ``forget_train``, ``forget_val``, ``retain_train``, ``retain_val`` as ``(x, y)`` with the training labels.
+        The default splits and loaders are unchanged.
+        """
+        checks.probability("UnlearningDataModule.validation_split(fraction)", fraction, open_low=True, open_high=True)
+        rng = np.random.default_rng([self.seed, 21])  # its own stream: the split draws are not disturbed
+        out: dict[str, tuple[Tensor, Tensor]] = {}
+        for name in ("forget", "retain"):
+            x, y = self.split(name)
+            n = len(y)
+            k = min(max(int(round(fraction * n)), 1), n - 1)
+            if k < 1:
+                raise ValueError(f"UnlearningDataModule.validation_split: the {name} set has {n} sample(s); "
+                                 "a validation part needs at least 2")  # fmt: skip
+            order = torch.from_numpy(rng.permutation(n))
+            val, train = order[:k].sort().values, order[k:].sort().values
+            out[f"{name}_train"], out[f"{name}_val"] = (x[train], y[train]), (x[val], y[val])
+        return out
+
     def train_dataloader(self) -> Any:
         """The ``phase``'s training data (see the module docstring)."""
         if self.phase == "original":
             return self._loader("train", True, self.batch_size)
         if self.phase == "retrain":
             return self.retain_dataloader()
+        if self.unlearn_batches == "mixed":
+            return self.mixed_dataloader()
         retain = self.retain_dataloader()
         forget = TensorDataset(*self.split("forget"))
         if len(forget) == 0:
@@ -251,6 +302,21 @@ class UnlearningDataModule(PhasedDataModule):
     def test_dataloader(self) -> DataLoader:
         """The test split."""
         return self.val_dataloader()
+
+
+class _MixedBatches(Dataset):
+    """D_f followed by D_r, indexed by a list of positions: ``{"forget": (x, y, i), "retain": (x, y)}`` per batch."""
+
+    def __init__(self, forget: tuple[Tensor, Tensor], retain: tuple[Tensor, Tensor]) -> None:
+        self.forget, self.retain, self.n_forget = forget, retain, len(forget[1])
+
+    def __len__(self) -> int:
+        return self.n_forget + len(self.retain[1])
+
+    def __getitem__(self, positions: list[int]) -> dict[str, tuple[Tensor, ...]]:
+        pos = torch.as_tensor(positions, dtype=torch.long)
+        f, r = pos[pos < self.n_forget], pos[pos >= self.n_forget] - self.n_forget
+        return {"forget": (self.forget[0][f], self.forget[1][f], f), "retain": (self.retain[0][r], self.retain[1][r])}
 
 
 def _stratified(y: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:

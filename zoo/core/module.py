@@ -14,6 +14,7 @@ from lightning.pytorch import LightningModule
 from torch import Tensor
 
 from zoo.core import checks
+from zoo.core.divergence import LossGuard
 from zoo.core.pretrained import load_pretrained
 from zoo.core.structure import STRUCTURE_KEY, apply_structure
 
@@ -63,6 +64,8 @@ class ZooModule(LightningModule, ABC):
         #: Bookkeeping of a structural change of ``self.model`` (e.g. a pruned-and-merged network), primitives only;
         #: written into checkpoints so loading rebuilds the changed shapes first (see ``zoo.core.structure``).
         self.structure: dict[str, Any] | None = None
+        #: Stops the run with one line when the training loss becomes non-finite (``zoo.core.divergence``).
+        self._divergence = LossGuard()
         self.configure_models()
         self.configure_losses()
         self.configure_metrics()
@@ -129,13 +132,27 @@ class ZooModule(LightningModule, ABC):
         for key, term in self.extra_loss_terms.items():
             logged[f"train/{key}"] = value = term(self, batch, out)
             loss = loss + value
-        if self._logs_this_step():
+        logs = self._logs_this_step()
+        self._divergence.observe(loss, self.global_step, self.current_epoch, type(self).__name__,
+                                 self.divergence_knobs, sync=logs)  # fmt: skip
+        if logs:
             for key, value in out.items():
                 if key != "loss" and isinstance(value, Tensor) and value.numel() == 1:
                     logged[f"train/{key}"] = value
             self.log_dict(logged, batch_size=size)
             self.log("train/loss", loss, batch_size=size, prog_bar=True)
         return loss
+
+    def divergence_knobs(self) -> str:
+        """What to lower when the training loss diverges: the learning-rate options of this module, as set."""
+        names = [k for k in self.hparams if k == "lr" or k.endswith(("_lr", "learning_rate"))]
+        if not names:
+            return f"{checks.model('lr')}={self.lr!r}"
+        return " or ".join(f"{checks.model(k)}={self.hparams[k]!r}" for k in names)
+
+    def on_train_epoch_end(self) -> None:
+        """Read back a non-finite loss recorded on an accelerator since the last logged step (see ``training_step``)."""
+        self._divergence.flush(type(self).__name__, self.divergence_knobs)
 
     def _logs_this_step(self) -> bool:
         """Whether the loggers write this step (every ``log_every_n_steps``).
