@@ -504,8 +504,9 @@ class TemporalLinkDataModule(SplitLoaders, ZooDataModule):
 
         ``random`` keeps the source and draws a destination uniformly; with ``eval_collision_check`` (default) a draw
         the source interacts with at exactly t (the positive included) is redrawn uniformly from the destinations
-        left, as the public code's ``sample_with_time_collision_check(num_negs=1, ...)`` (luyi256/CRAFT
-        ``evaluate_models_utils.py``, ``evaluate_model_link_prediction``) on the small DyGLib sets.
+        left (by a generator of its own, so the two settings differ only where a draw collided), as the public
+        code's ``sample_with_time_collision_check(num_negs=1, ...)`` (luyi256/CRAFT ``evaluate_models_utils.py``,
+        ``evaluate_model_link_prediction``) on the small DyGLib sets.
         ``historical``: distinct edges with time <= the batch start minus edges of the batch's time span
         ``[start, end]``; ``inductive``: the same minus edges observed by the end of training. Both are topped up
         with uniform random edges that are not positives of the batch (DyGLib's collision check). Seeds:
@@ -523,8 +524,9 @@ class TemporalLinkDataModule(SplitLoaders, ZooDataModule):
         dst_pool = self.all_destinations
         rngs = [np.random.default_rng([self.seed, code, j]) for j in (1, 2, 3)]
         out = {k: np.zeros(len(rows), dtype=np.int64) for k in _AP_KEYS}
-        if self.eval_collision_check:
+        if self.eval_collision_check:  # redraws use their own generator: every other row keeps its negative
             full, (offsets, ids) = self.query_index("val"), self._neighbours_at_t(rows)
+            redraw = np.random.default_rng([self.seed, code, 1, 1])
         for b0 in range(0, len(rows), self.eval_batch_size):
             batch = rows[b0 : b0 + self.eval_batch_size]
             size = batch.size
@@ -535,7 +537,7 @@ class TemporalLinkDataModule(SplitLoaders, ZooDataModule):
                 for i in np.flatnonzero(full.touches_at(s.src[batch], s.t[batch], neg)).tolist():
                     allowed = np.setdiff1d(dst_pool, ids[offsets[b0 + i] : offsets[b0 + i + 1]])
                     if allowed.size:  # else the source touches every destination at t: nothing to avoid it with
-                        neg[i] = allowed[rngs[0].integers(0, allowed.size)]
+                        neg[i] = allowed[redraw.integers(0, allowed.size)]
             out["ap_random_dst"][sl] = neg
             t0, t1 = s.t[batch[0]], s.t[batch[-1]]
             lo, hi = np.searchsorted(s.t, t0, side="left"), np.searchsorted(s.t, t1, side="right")
