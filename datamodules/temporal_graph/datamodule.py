@@ -32,6 +32,7 @@ from datamodules.temporal_graph.index import (
     TemporalIndex,
     _event_hash,
     _sample_range,
+    redraw_excluded,
     sample_without_replacement,
 )
 from datamodules.temporal_graph.raw import RawTemporal, time_quantile_split
@@ -93,6 +94,10 @@ class TemporalLinkDataModule(SplitLoaders, ZooDataModule):
         train_neg: training negatives uniform over ``train_dst`` (unique training destinations, official) or
             ``all_dst``.
         collision_check: resample a training negative that the source touches at exactly t.
+        eval_collision_check: evaluation negatives as the public code draws them on the small DyGLib sets
+            (``sample_with_time_collision_check``): ``rnd`` negatives and the random AP negative avoid every node the
+            source interacts with at exactly t (the positive included). ``False`` keeps the zoo's earlier draw:
+            ``rnd`` avoids only the positive and the random AP negative is unchecked (it can equal the positive).
         val_ratio: validation share of the chronological time-quantile split (a file's own split, TGB-Seq's column,
             takes precedence, which is said).
         test_ratio: test share.
@@ -128,6 +133,7 @@ class TemporalLinkDataModule(SplitLoaders, ZooDataModule):
         eval_negatives: Literal["rnd", "hist_rnd"] = "rnd",
         train_neg: Literal["train_dst", "all_dst"] = "train_dst",
         collision_check: bool = True,
+        eval_collision_check: bool = True,
         val_ratio: float = 0.15,
         test_ratio: float = 0.15,
         inductive_ratio: float = 0.0,
@@ -145,6 +151,9 @@ class TemporalLinkDataModule(SplitLoaders, ZooDataModule):
         checks.choice(checks.data("eval_negatives"), eval_negatives, ("rnd", "hist_rnd"))
         checks.choice(checks.data("train_neg"), train_neg, ("train_dst", "all_dst"))
         checks.choice(checks.data("seen_def"), seen_def, ("stream", "trainval"))
+        for key, flag in (("collision_check", collision_check), ("eval_collision_check", eval_collision_check)):
+            if not isinstance(flag, bool):
+                checks.fail(checks.data(key), flag, "true or false")
         checks.probability(checks.data("val_ratio"), val_ratio, open_low=True, open_high=True)
         checks.probability(checks.data("test_ratio"), test_ratio, open_low=True, open_high=True)
         if val_ratio + test_ratio >= 1.0:
@@ -192,6 +201,7 @@ class TemporalLinkDataModule(SplitLoaders, ZooDataModule):
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
         self.num_eval_negatives, self.eval_negatives = num_eval_negatives, eval_negatives
         self.train_neg, self.collision_check = train_neg, collision_check
+        self.eval_collision_check = eval_collision_check
         self.val_ratio, self.test_ratio, self.inductive_ratio = val_ratio, test_ratio, inductive_ratio
         #: Shuffle training batches; memory models (TGN) refuse a datamodule with ``shuffle=True``.
         self.shuffle = shuffle
@@ -390,12 +400,61 @@ class TemporalLinkDataModule(SplitLoaders, ZooDataModule):
     # evaluation negatives
     # ---------------------------------------------------------------------------------------------------------
 
+    def _neighbours_at_t(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """CSR ``(offsets, ids)`` of every node the source of each row interacts with at exactly its time.
+
+        Over the full stream, in either direction, as the public code's ``full_neighbor_sampler`` answers
+        ``find_neighbors_at_time`` (luyi256/CRAFT ``utils/utils.py``); the positive is always among them.
+        """
+        s = self.stream
+        return self.query_index("val").at_time(s.src[rows], s.t[rows])
+
     def _rnd_negatives(self, rows: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """``rnd``: K distinct destinations per positive, uniform without replacement, excluding the positive."""
+        """``rnd``: K distinct destinations per positive, uniform without replacement.
+
+        With ``eval_collision_check`` (default) they avoid every node the source interacts with at exactly t, as the
+        public code's ``NegativeEdgeSampler.sample_with_time_collision_check`` (luyi256/CRAFT ``utils/utils.py``,
+        called from ``evaluate_models_utils.py`` on the small DyGLib sets): rows whose only such node is the positive
+        keep the vectorised draw; in the others, entries that hit such a node are redrawn (rejection rounds,
+        uniform over the destinations left), or, where fewer than 2K destinations are left, the row is drawn exactly
+        from them (fewer than K when too few are left: masked, and said). Without it only the positive is avoided.
+        """
         pool = self.all_destinations
         positive = np.searchsorted(pool, self.stream.dst[rows])
         draw = sample_without_replacement(rng, len(rows), len(pool), self.num_eval_negatives, exclude=positive)
-        return pool[draw], np.ones(draw.shape, dtype=bool)
+        neg, mask = pool[draw], np.ones(draw.shape, dtype=bool)
+        if not self.eval_collision_check or not len(rows):
+            return neg, mask
+        offsets, ids = self._neighbours_at_t(rows)
+        width = np.diff(offsets)
+        row_of = np.repeat(np.arange(len(rows)), width)
+        crowded = np.unique(row_of[ids != np.repeat(self.stream.dst[rows], width)])
+        if not crowded.size:
+            return neg, mask
+        # the crowded rows' excluded pool positions, as sorted keys row * |pool| + position
+        at = np.isin(row_of, crowded)
+        position = np.minimum(np.searchsorted(pool, ids[at]), len(pool) - 1)
+        member = pool[position] == ids[at]
+        keys = np.unique(row_of[at][member] * len(pool) + position[member])
+        n_excluded = np.bincount(keys // len(pool), minlength=len(rows))[crowded]
+        k = neg.shape[1]
+        roomy, tight = crowded[len(pool) - n_excluded >= 2 * k], crowded[len(pool) - n_excluded < 2 * k]
+        sub = draw[roomy]
+        redraw_excluded(rng, sub, roomy, keys, len(pool))
+        neg[roomy] = pool[sub]
+        short = 0
+        for i in tight.tolist():  # few destinations left: an exact draw from them (fewer than K if need be)
+            allowed = np.setdiff1d(pool, ids[offsets[i] : offsets[i + 1]])
+            picked = rng.choice(allowed, size=min(k, allowed.size), replace=False)
+            neg[i], mask[i] = 0, False
+            neg[i, : picked.size], mask[i, : picked.size] = picked, True
+            short += picked.size < k
+        if short:
+            say(
+                f"--data.init_args.eval_collision_check=true: {short} evaluation queries get fewer than "
+                f"{neg.shape[1]} negatives (their source interacts with too many destinations at the same time)"
+            )
+        return neg, mask
 
     def _hist_rnd_negatives(self, rows: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """TGB ``hist_rnd`` negatives (per-event loop, as TGB's generator; not the default).
@@ -443,10 +502,15 @@ class TemporalLinkDataModule(SplitLoaders, ZooDataModule):
     ) -> dict[str, np.ndarray]:
         """DyGLib's random / historical / inductive AP negatives (one edge per positive), per eval batch.
 
-        ``random`` keeps the source and draws a destination uniformly. ``historical``: distinct edges with time <= the
-        batch start minus edges of the batch's time span ``[start, end]``; ``inductive``: the same minus edges
-        observed by the end of training. Both are topped up with uniform random edges that are not positives of the
-        batch (DyGLib's collision check). Seeds: ``(seed, 1|2, strategy)``.
+        ``random`` keeps the source and draws a destination uniformly; with ``eval_collision_check`` (default) a draw
+        the source interacts with at exactly t (the positive included) is redrawn uniformly from the destinations
+        left (by a generator of its own, so the two settings differ only where a draw collided), as the public
+        code's ``sample_with_time_collision_check(num_negs=1, ...)`` (luyi256/CRAFT ``evaluate_models_utils.py``,
+        ``evaluate_model_link_prediction``) on the small DyGLib sets.
+        ``historical``: distinct edges with time <= the batch start minus edges of the batch's time span
+        ``[start, end]``; ``inductive``: the same minus edges observed by the end of training. Both are topped up
+        with uniform random edges that are not positives of the batch (DyGLib's collision check). Seeds:
+        ``(seed, 1|2, strategy)``.
         """
         s = self.stream
         n_nodes = self._num_nodes
@@ -460,12 +524,21 @@ class TemporalLinkDataModule(SplitLoaders, ZooDataModule):
         dst_pool = self.all_destinations
         rngs = [np.random.default_rng([self.seed, code, j]) for j in (1, 2, 3)]
         out = {k: np.zeros(len(rows), dtype=np.int64) for k in _AP_KEYS}
+        if self.eval_collision_check:  # redraws use their own generator: every other row keeps its negative
+            full, (offsets, ids) = self.query_index("val"), self._neighbours_at_t(rows)
+            redraw = np.random.default_rng([self.seed, code, 1, 1])
         for b0 in range(0, len(rows), self.eval_batch_size):
             batch = rows[b0 : b0 + self.eval_batch_size]
             size = batch.size
             sl = slice(b0, b0 + size)
             out["ap_random_src"][sl] = s.src[batch]
-            out["ap_random_dst"][sl] = dst_pool[rngs[0].integers(0, dst_pool.size, size=size)]
+            neg = dst_pool[rngs[0].integers(0, dst_pool.size, size=size)]
+            if self.eval_collision_check:  # a draw that collides is redrawn from the destinations left (uniform)
+                for i in np.flatnonzero(full.touches_at(s.src[batch], s.t[batch], neg)).tolist():
+                    allowed = np.setdiff1d(dst_pool, ids[offsets[b0 + i] : offsets[b0 + i + 1]])
+                    if allowed.size:  # else the source touches every destination at t: nothing to avoid it with
+                        neg[i] = allowed[redraw.integers(0, allowed.size)]
+            out["ap_random_dst"][sl] = neg
             t0, t1 = s.t[batch[0]], s.t[batch[-1]]
             lo, hi = np.searchsorted(s.t, t0, side="left"), np.searchsorted(s.t, t1, side="right")
             current = np.unique(event_pos[lo:hi])

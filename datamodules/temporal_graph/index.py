@@ -234,6 +234,33 @@ class TemporalIndex:
                 hit[r] = ((vals == other[r, None]) & inside).any(1)
         return hit.reshape(shape)
 
+    def at_time(self, nodes: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Every neighbour of each node at exactly its time (either direction; duplicates kept), as CSR.
+
+        The public CRAFT code's ``NeighborSampler.find_neighbors_at_time`` for a batch (``utils/utils.py`` of
+        luyi256/CRAFT): the nodes its evaluation negatives avoid on the small DyGLib sets.
+
+        Args:
+            nodes: int (B,) node ids.
+            times: float (B,) times.
+
+        Returns:
+            ``(offsets, neighbours)``: int64 (B + 1,) offsets and int64 neighbour ids; row i's neighbours are
+            ``neighbours[offsets[i]:offsets[i + 1]]``, in (time, event id, role) order.
+        """
+        q, rank, _ = self._prepare(np.asarray(nodes).ravel(), np.asarray(times).ravel())
+        tq = np.asarray(times, dtype=np.float64).ravel()
+        offsets = np.zeros(q.size + 1, dtype=np.int64)
+        if not len(self.nbr) or not q.size:
+            return offsets, np.zeros(0, dtype=np.int64)
+        exact = (rank < len(self.unique_t)) & (self.unique_t[np.minimum(rank, len(self.unique_t) - 1)] == tq)
+        key = q * self._stride + rank
+        lo = self._search(key, "left")
+        width = np.where(exact, self._search(key, "right") - lo, 0)
+        np.cumsum(width, out=offsets[1:])
+        entry = np.arange(offsets[-1], dtype=np.int64) - np.repeat(offsets[:-1] - lo, width)
+        return offsets, self.nbr[entry]
+
 
 # --------------------------------------------------------------------------------------------------------------
 # Sampling helpers
@@ -316,6 +343,41 @@ def sample_without_replacement(
     if exclude is not None:
         draw = draw + (draw >= np.asarray(exclude, dtype=np.int64)[:, None])
     return draw
+
+
+def redraw_excluded(
+    rng: np.random.Generator, draw: np.ndarray, rows: np.ndarray, excluded: np.ndarray, pool_size: int
+) -> None:
+    """Redraw, in place, entries of ``draw`` that are excluded for their row or repeat an earlier entry of it.
+
+    Rejection rounds: each bad entry is redrawn uniformly from ``range(pool_size)`` until every row holds distinct
+    allowed indices. Started from a uniform draw of distinct indices, the result is uniform over the k-subsets of
+    each row's allowed indices (every step is equivariant under relabelling them). Rows need room: at least
+    ``2 * k`` allowed indices, so a round rejects at most about half of its draws.
+
+    Args:
+        rng: numpy generator.
+        draw: int64 ``(R, k)`` indices into the pool, one row per ``rows`` entry (modified in place).
+        rows: int ``(R,)`` row ids that key ``excluded``.
+        excluded: sorted unique int64 keys ``row_id * pool_size + index`` that a row must not hold.
+        pool_size: pool size.
+    """
+    k = draw.shape[1]
+    if not draw.size:
+        return
+    column = np.arange(k, dtype=np.int64)
+    base = np.asarray(rows, dtype=np.int64)[:, None] * pool_size
+    while True:
+        bad = np.isin(base + draw, excluded)
+        ordered = np.sort(draw * k + column, axis=1)  # a repeated value keeps its first column, as above
+        value, order = ordered // k, ordered % k
+        repeat = np.zeros(ordered.shape, dtype=bool)
+        repeat[:, 1:] = value[:, 1:] == value[:, :-1]
+        r, c = np.nonzero(repeat)
+        bad[r, order[r, c]] = True
+        if not bad.any():
+            return
+        draw[bad] = rng.integers(0, pool_size, size=int(bad.sum()), dtype=np.int64)
 
 
 def _sample_range(lo: int, hi: int, excluded: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:

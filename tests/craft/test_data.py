@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from datamodules.temporal_graph.datamodule import TemporalLinkDataModule
-from datamodules.temporal_graph.index import TemporalIndex, sample_without_replacement
+from datamodules.temporal_graph.index import TemporalIndex, redraw_excluded, sample_without_replacement
 from datamodules.temporal_graph.raw import TemporalFormatError
 from datamodules.temporal_graph.readers import read_temporal
 from datamodules.temporal_graph.synthetic import seen_unseen_stream
@@ -546,6 +546,96 @@ def test_hist_rnd_negatives() -> None:
         assert sum(v in hist for v in picked.tolist()) == min(10, len(hist))
 
 
+def _tied_jodie(tmp_path: Path, seed: int = 0) -> str:
+    """A JODIE file where users act on several of 12 items at the same integer time (many sources crowded at t)."""
+    rng = np.random.default_rng(seed)
+    n = 900
+    frame = pd.DataFrame({"u": rng.integers(0, 15, n), "i": rng.integers(0, 12, n)})
+    frame["ts"] = np.sort(rng.integers(0, 60, n)).astype(float)
+    frame["label"], frame["f0"] = 0, 1.0
+    return str(_write(tmp_path / "tied.csv", _jodie_text(frame)))
+
+
+def _neighbours_at(s, e: int) -> set[int]:
+    """Slow reference: every node the source of event e interacts with at exactly its time, either direction."""
+    u, tt = s.src[e], s.t[e]
+    same = s.t == tt
+    return set(s.dst[same & (s.src == u)].tolist()) | set(s.src[same & (s.dst == u)].tolist())
+
+
+def test_index_at_time_matches_reference() -> None:
+    """Catches a neighbours-at-t lookup that misses the destination role, a tie, or leaks a neighbouring time."""
+    rng = np.random.default_rng(4)
+    src, dst = rng.integers(1, 9, 400), rng.integers(1, 9, 400)  # one shared id space: both roles matter
+    t = np.sort(rng.integers(0, 40, 400)).astype(float)
+    index = TemporalIndex(src, dst, t, num_nodes=9)
+    q, tq = rng.integers(0, 9, 300), rng.integers(-1, 42, 300).astype(float) + rng.choice([0.0, 0.5], 300)
+    offsets, ids = index.at_time(q, tq)
+    for i, (u, tt) in enumerate(zip(q.tolist(), tq.tolist())):
+        same = t == tt
+        want = sorted(dst[same & (src == u)].tolist() + src[same & (dst == u)].tolist())
+        assert sorted(ids[offsets[i] : offsets[i + 1]].tolist()) == want
+
+
+def test_eval_negatives_avoid_the_sources_neighbours_at_t(tmp_path: Path) -> None:
+    """Issue #21: as the public code on small DyGLib sets (``sample_with_time_collision_check``), no `rnd` negative
+    and no random AP negative is a node the source interacts with at exactly t, and the AP negative never equals the
+    positive. Catches the earlier draw (only the positive excluded; the AP negative unchecked), unseeded redraws and
+    a per-row fallback that repeats or drops candidates it could keep."""
+    path = _tied_jodie(tmp_path)
+    dm = TemporalLinkDataModule(path=path, num_eval_negatives=5, eval_batch_size=64)
+    dm.setup()
+    s, pool = dm.stream, set(dm.all_destinations.tolist())
+    crowded = 0
+    for split in ("val", "test"):
+        eids, neg, mask = dm.eids(split), s.eval_neg[split], s.eval_neg_mask[split]
+        ap = dm._ap[split]["ap_random_dst"]
+        for row, e in enumerate(eids.tolist()):
+            near = _neighbours_at(s, e)
+            crowded += len(near) > 1
+            picked = neg[row][mask[row]].tolist()
+            assert len(set(picked)) == len(picked) == min(5, len(pool - near))
+            assert not near & set(picked), (split, row, near, picked)
+            assert int(ap[row]) not in near and int(ap[row]) != s.dst[e]
+    assert crowded > 50  # the file really crowds sources at t (else the test proves nothing)
+    served = torch.cat([batch["ap_random_dst"] for batch in dm.val_dataloader()]).numpy()
+    np.testing.assert_array_equal(served, dm._ap["val"]["ap_random_dst"])  # what the eval batches carry
+    again = TemporalLinkDataModule(path=path, num_eval_negatives=5, eval_batch_size=64)
+    again.setup()
+    other_seed = TemporalLinkDataModule(path=path, num_eval_negatives=5, eval_batch_size=64, seed=1)
+    other_seed.setup()
+    for split in ("val", "test"):
+        np.testing.assert_array_equal(s.eval_neg[split], again.stream.eval_neg[split])
+        np.testing.assert_array_equal(dm._ap[split]["ap_random_dst"], again._ap[split]["ap_random_dst"])
+        assert not np.array_equal(s.eval_neg[split], other_seed.stream.eval_neg[split])
+    # The earlier draw stays available: only the positive is avoided, and the AP negative may hit it.
+    old = TemporalLinkDataModule(path=path, num_eval_negatives=5, eval_batch_size=64, eval_collision_check=False)
+    old.setup()
+    eids = old.eids("val")
+    near_hits = sum(
+        bool(_neighbours_at(s, e) & set(old.stream.eval_neg["val"][r].tolist())) for r, e in enumerate(eids)
+    )
+    assert not (old.stream.eval_neg["val"] == s.dst[eids, None]).any() and near_hits > 10
+    assert (old._ap["val"]["ap_random_dst"] == s.dst[eids]).sum() > 0
+
+
+def test_eval_collision_check_keeps_uniform_negatives() -> None:
+    """On a tie-free stream the check changes no `rnd` negative (uniform over destinations other than the
+    positive, the same draw), and the random AP negative only where it hit the positive (redrawn by a generator of
+    its own). Catches a collision check that biases or reshuffles the negatives of rows that did not collide."""
+    on = TemporalLinkDataModule(**SMALL, num_eval_negatives=20)
+    off = TemporalLinkDataModule(**SMALL, num_eval_negatives=20, eval_collision_check=False)
+    on.setup(), off.setup()
+    s = on.stream
+    for split in ("val", "test"):
+        np.testing.assert_array_equal(on.stream.eval_neg[split], off.stream.eval_neg[split])
+        eids, ap_on, ap_off = on.eids(split), on._ap[split]["ap_random_dst"], off._ap[split]["ap_random_dst"]
+        assert not (ap_on == s.dst[eids]).any()
+        hit = ap_off == s.dst[eids]
+        assert hit.sum() > 0  # 120 items, ~450 rows: the earlier draw hits the positive a few times
+        np.testing.assert_array_equal(ap_on[~hit], ap_off[~hit])  # only the collided draws change
+
+
 def test_flag_validation() -> None:
     """Catches invalid flags accepted silently; the error names the flag."""
     with pytest.raises(ValueError, match="--data.init_args.val_ratio"):
@@ -596,6 +686,8 @@ def test_file_decisions_over_the_config_are_said(tmp_path: Path, capsys: pytest.
      ({"num_workers": -1}, "--data.init_args.num_workers=-1: expected an integer >= 0"),
      ({"eval_negatives": "hist"}, "--data.init_args.eval_negatives='hist': expected one of 'rnd', 'hist_rnd'"),
      ({"train_neg": "all"}, "--data.init_args.train_neg='all': expected one of 'train_dst', 'all_dst'"),
+     ({"eval_collision_check": "yes"}, "--data.init_args.eval_collision_check='yes': expected true or false"),
+     ({"collision_check": 1}, "--data.init_args.collision_check=1: expected true or false"),
      ({"seen_def": "pairs"}, "--data.init_args.seen_def='pairs': expected one of 'stream', 'trainval'"),
      ({"mode": "chain"}, "--data.init_args.mode='chain': expected one of 'cluster', 'succ'"),
      ({"p_repeat": 1.5}, "--data.init_args.p_repeat=1.5: expected a number in [0, 1]"),
@@ -612,6 +704,20 @@ def test_values_checked_at_construction(kwargs: dict, message: str) -> None:
     no longer passes silently); nothing is read or generated first."""
     with pytest.raises(ValueError, match=re.escape(message)):
         TemporalLinkDataModule(**kwargs)
+
+
+def test_redraw_excluded_is_uniform_over_allowed_subsets() -> None:
+    """Catches a biased collision redraw (e.g. shifting a hit to the next free id, or keeping repeats): after it,
+    every 3-subset of the 8 allowed ids of a 10-id pool is equally likely and no row holds an excluded id."""
+    rng = np.random.default_rng(0)
+    n = 60000
+    draw = sample_without_replacement(rng, n, 10, 3, exclude=np.full(n, 2))
+    rows = np.arange(n)
+    excluded = np.sort(np.concatenate([rows * 10 + 2, rows * 10 + 5]))
+    redraw_excluded(rng, draw, rows, excluded, 10)
+    assert not np.isin(draw, [2, 5]).any() and (np.diff(np.sort(draw, axis=1), axis=1) > 0).all()
+    subsets = np.unique(np.sort(draw, axis=1), axis=0, return_counts=True)[1] / n
+    assert len(subsets) == 56 and np.allclose(subsets, 1 / 56, atol=0.004)
 
 
 def test_sample_without_replacement_is_uniform() -> None:

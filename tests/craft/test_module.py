@@ -7,13 +7,17 @@ behaviour check: CRAFT beats EdgeBank's floor on unseen positives.
 
 from __future__ import annotations
 
+import math
 import re
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 from lightning.pytorch import Trainer
+from lightning.pytorch.loggers.logger import Logger
 
 from datamodules.temporal_graph.datamodule import TemporalLinkDataModule
 from zoo.craft.metrics import reciprocal_rank
@@ -256,3 +260,102 @@ def test_values_checked_at_construction(cls: type, kwargs: dict, message: str) -
     """Each value is checked in __init__ naming its flag (issue #19); TGN's input_dim 0 was silently read as 1."""
     with pytest.raises(ValueError, match=re.escape(message)):
         cls(num_nodes=10, **kwargs)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# throughput: perf/* count their own work only (issue #21)
+# ------------------------------------------------------------------------------------------------------------------
+
+
+class _Captured(Logger):
+    """Keeps every logged row, so a test reads the figure a user's logger receives."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[dict[str, float]] = []
+
+    @property
+    def name(self) -> str:
+        return "captured"
+
+    @property
+    def version(self) -> int:
+        return 0
+
+    def log_hyperparams(self, params, *args, **kwargs) -> None:  # noqa: ANN001, ANN002, ANN003
+        pass
+
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        self.rows.append(dict(metrics))
+
+    def logged(self, key: str) -> list[float]:
+        return [float(row[key]) for row in self.rows if key in row]
+
+
+def _timed(cls: type, train: object, val: object) -> type:
+    """``cls`` whose training and validation steps first call ``train()`` / ``val(module)`` (clock ticks, sleeps)."""
+
+    class Timed(cls):
+        def training_step(self, batch, batch_idx):  # noqa: ANN001, ANN201
+            train()
+            return super().training_step(batch, batch_idx)
+
+        def validation_step(self, batch, batch_idx):  # noqa: ANN001, ANN201
+            val(self)
+            return super().validation_step(batch, batch_idx)
+
+    return Timed
+
+
+def _module(cls: type, dm: TemporalLinkDataModule) -> CRAFTModule | TGNModule:
+    if issubclass(cls, TGNModule):
+        return cls(num_nodes=dm.num_nodes, input_dim=dm.input_dim, memory_dim=8, time_dim=8, embedding_dim=8)
+    return cls(num_nodes=dm.num_nodes, dst_min=dm.dst_min, d=16, L=8, num_layers=1)
+
+
+@pytest.mark.parametrize("base", [CRAFTModule, TGNModule])
+def test_train_throughput_excludes_validation(base: type, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Issue #21: ``perf/train_events_per_s`` = training positives / time in training batches, exactly, however
+    slow validation is; ``perf/eval_cand_per_s`` = candidates / time in evaluation, exactly, however slow training
+    is. A fake clock ticks 1 s per training batch and 100 s per validation batch. Catches the epoch wall clock that
+    Lightning's end-of-epoch validation (run before ``on_train_epoch_end``) entered: it logged 3.5-3.9k events/s
+    for a CRAFT that trains at 11k."""
+    clock = SimpleNamespace(now=0.0)
+    clock.perf_counter = lambda: clock.now
+    monkeypatch.setattr("zoo.craft.module.time", clock)
+
+    def tick_train() -> None:
+        clock.now += 1.0
+
+    def tick_val(module: object) -> None:
+        clock.now += 100.0
+
+    dm = TemporalLinkDataModule(**TINY, shuffle=base is CRAFTModule)
+    model = _module(_timed(base, tick_train, tick_val), dm)
+    logger = _Captured()
+    _trainer(max_epochs=2, logger=logger, log_every_n_steps=1, default_root_dir=str(tmp_path)).fit(model, datamodule=dm)
+    n_train = len(dm.eids("train"))
+    assert logger.logged("perf/train_events_per_s") == pytest.approx([n_train / math.ceil(n_train / 200)], rel=1e-9)
+    n_val = len(dm.eids("val"))
+    cands = n_val + int(dm.stream.eval_neg_mask["val"].sum())
+    per_val = cands / (100.0 * math.ceil(n_val / 200))
+    assert logger.logged("perf/eval_cand_per_s") == pytest.approx([per_val, per_val], rel=1e-9)
+
+
+def test_train_throughput_unaffected_by_a_slow_validation(tmp_path: Path) -> None:
+    """Issue #21, on the real clock: a validation that sleeps 1.5 s after epoch 2 leaves the logged training rate
+    at the training batches' pace (the seconds it implies stay far below the sleep). Catches an epoch wall clock or
+    any timer that keeps running through validation (it implies >= 1.5 s)."""
+
+    def sleepy(module: object) -> None:
+        if module.current_epoch == 1:
+            time.sleep(0.75)
+
+    dm = TemporalLinkDataModule(**TINY)
+    model = _module(_timed(CRAFTModule, lambda: None, sleepy), dm)
+    logger = _Captured()
+    _trainer(max_epochs=2, logger=logger, log_every_n_steps=1, default_root_dir=str(tmp_path)).fit(model, datamodule=dm)
+    assert len(dm.eids("val")) > 200  # two validation batches: 1.5 s asleep
+    (rate,) = logger.logged("perf/train_events_per_s")
+    seconds = len(dm.eids("train")) / rate
+    assert 0 < seconds < 0.5, f"the logged rate implies {seconds:.2f} s of training; validation slept 1.5 s"
