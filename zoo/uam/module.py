@@ -28,8 +28,9 @@ class UnlearnClassifierModule(UnlearnableModule):
     """Image classifier with the unlearning protocol of :class:`callbacks.unlearning.UnlearningCallback`.
 
     Without an unlearning callback it trains with the *original* recipe (SGD ``original_lr``,
-    ``original_momentum``, ``original_weight_decay``) on whatever the datamodule serves; with one, the callback
-    drives manual optimisation with the *unlearning* recipe (``lr``, ``momentum``, ``weight_decay``).
+    ``original_momentum``, ``original_weight_decay``, ``original_schedule``) on whatever the datamodule serves; with
+    one, the callback drives manual optimisation with the *unlearning* recipe (``lr``, ``momentum``,
+    ``weight_decay``).
 
     Args:
         input_dim: flattened input size (linked from the datamodule).
@@ -43,6 +44,9 @@ class UnlearnClassifierModule(UnlearnableModule):
         original_lr: learning rate of the original / Retrain recipe.
         original_momentum: momentum of the original recipe.
         original_weight_decay: weight decay of the original recipe.
+        original_schedule: ``cosine`` (default; the rate decays to 0 over the run's optimizer steps, so the last
+            epoch's weights, the ones unlearned, settle wherever the constant rate oscillates: on larger or brighter
+            inputs than digits' the step is effectively larger) or ``constant`` (the card's pilot recipe).
         mia_seed: seed of the SVC membership-inference subsample.
         mia_samples: cap on the members (and non-members) the SVC is fitted on (``None``: ``min(|D_r|, |test|)``, the
             SalUn protocol); the MNIST rows of ``zoo reproduce uam`` use 2000 to keep the CPU budget.
@@ -74,11 +78,13 @@ class UnlearnClassifierModule(UnlearnableModule):
         original_lr: float = 0.1,
         original_momentum: float = 0.9,
         original_weight_decay: float = 5e-4,
+        original_schedule: Literal["cosine", "constant"] = "cosine",
         mia_seed: int = 0,
         mia_samples: int | None = None,
         pretrained: str | None = None,
     ) -> None:
         checks.choice(checks.model("arch"), arch, ("mlp", "cnn", "resnet18"))
+        checks.choice(checks.model("original_schedule"), original_schedule, ("cosine", "constant"))
         checks.integer(checks.model("input_dim"), input_dim)
         checks.integer(checks.model("num_classes"), num_classes, 2)
         if not all(isinstance(w, int) and not isinstance(w, bool) and w >= 1 for w in hidden or ()):
@@ -94,6 +100,7 @@ class UnlearnClassifierModule(UnlearnableModule):
         self.momentum = momentum
         self.original_lr, self.original_momentum = original_lr, original_momentum
         self.original_weight_decay, self.mia_seed, self.mia_samples = original_weight_decay, mia_seed, mia_samples
+        self.original_schedule = original_schedule
         super().__init__(lr=lr, weight_decay=weight_decay, pretrained=pretrained)
 
     def configure_models(self) -> None:
@@ -107,14 +114,19 @@ class UnlearnClassifierModule(UnlearnableModule):
     # ------------------------------------------------------------------------------------------------------------
     # Training.
     # ------------------------------------------------------------------------------------------------------------
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        """SGD with the unlearning recipe when a callback unlearns, else the original recipe."""
+    def configure_optimizers(self) -> Any:
+        """SGD with the unlearning recipe when a callback unlearns, else the original recipe (cosine per step)."""
         params = [p for p in self.parameters() if p.requires_grad]
         if self.unlearning is not None:
             return torch.optim.SGD(params, lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay)
-        return torch.optim.SGD(
+        opt = torch.optim.SGD(
             params, lr=self.original_lr, momentum=self.original_momentum, weight_decay=self.original_weight_decay
         )
+        steps = self.trainer.estimated_stepping_batches if self._trainer is not None else float("inf")
+        if self.original_schedule == "constant" or not 0 < steps < float("inf"):  # no known end: constant
+            return opt
+        cosine = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=int(steps))
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": cosine, "interval": "step"}}
 
     def compute_loss(self, batch: Any) -> dict[str, Tensor]:
         """Cross-entropy of an ``(x, y)`` batch (the original and Retrain recipes)."""
