@@ -58,17 +58,24 @@ BASELINES: dict[str, str] = {
 }
 #: Relative radii ``rho`` (the perturbation is ``rho ||w||``) each face chooses from on the validation problem.
 RHO_GRID: tuple[float, ...] = (0.01, 0.02, 0.04, 0.08)
-#: The card protocol's rows (claims 1-3): both faces at rho = 1 absolute, and rho = gamma = 0 (the reduction to FT).
-CARD = {
-    f"{UAM_PLAIN}, card ρ = 1": ("uam_plain", ("--trainer.callbacks.init_args.rho_scale=absolute",
-                                               "--trainer.callbacks.init_args.rho=1.0")),
-    f"{UAM_PROJ}, card ρ = 1": ("default", ("--trainer.callbacks.init_args.rho_scale=absolute",
-                                            "--trainer.callbacks.init_args.rho=1.0")),
-    "UAM ρ = γ = 0": ("uam_rho_gamma_0", ()),
-}  # fmt: skip
-CARD_PLAIN, CARD_PROJ, CARD_ZERO = CARD
-#: Classwise card claim 4 (digit 0, seed 0; its own recipe: 60-epoch original, rho 0.5).
-CLASSWISE_CARD: dict[str, str] = {UAM_PROJ: "classwise", UAM_PLAIN: "classwise_plain"}
+#: The card's pilot recipe for the original and Retrain: a constant rate (the configs anneal it since issue #21).
+CARD_RECIPE = ("--model.init_args.original_schedule=constant",)
+#: rho = 1 absolute (the card's protocol; the configs' radius is relative since issue #21).
+CARD_RHO = ("--trainer.callbacks.init_args.rho_scale=absolute", "--trainer.callbacks.init_args.rho=1.0")
+CARD_ZERO = "UAM ρ = γ = 0"
+#: The card protocol (claims 1-3 and the reduction; digits, mislabeled): label -> (config, flags).
+CARD: dict[str, tuple[str, tuple[str, ...]]] = {
+    "Finetune": ("finetune", CARD_RECIPE),
+    "NegGrad+": ("neggrad_plus", CARD_RECIPE),
+    UAM_PLAIN: ("uam_plain", (*CARD_RECIPE, *CARD_RHO)),
+    UAM_PROJ: ("default", (*CARD_RECIPE, *CARD_RHO)),
+    CARD_ZERO: ("uam_rho_gamma_0", CARD_RECIPE),
+}
+#: Classwise card claim 4 (digit 0, seed 0; its own recipe: constant-rate 60-epoch original, rho 0.5 absolute).
+CLASSWISE_CARD: dict[str, tuple[str, tuple[str, ...]]] = {
+    UAM_PROJ: ("classwise", CARD_RECIPE),
+    UAM_PLAIN: ("classwise_plain", CARD_RECIPE),
+}
 #: The language-model part (the card's optional targets: printed as info claims, never gating).
 LM_METHODS: dict[str, str] = {
     "RMU": "lm_rmu",
@@ -210,13 +217,12 @@ def run_job(job: tuple[str, str, int, str, bool]) -> dict[str, Any]:
     say = Progress(f"uam {dataset}/{mode}/s{seed}")
     if dataset == "lm":
         return _lm_job(seed, root, say)
-    if dataset == "classwise_card":
-        arms = {label: (config, ()) for label, config in CLASSWISE_CARD.items()}
+    rhos: dict[str, Any] = {}
+    if dataset in ("card", "classwise_card"):
+        arms = dict(CARD if dataset == "card" else CLASSWISE_CARD)
         flags: tuple[str, ...] = NO_VALIDATION
-        rhos: dict[str, Any] = {}
     else:
         flags = job_flags(dataset, mode, quick)
-        rhos = {}
         for face, config in FACES.items():
             chosen, gaps = choose_rho(config, flags, seed, root)
             rhos[face] = {"chosen": chosen, "val_gaps": gaps}
@@ -226,8 +232,6 @@ def run_job(job: tuple[str, str, int, str, bool]) -> dict[str, Any]:
         for face, config in FACES.items():
             arms[face] = (config, ("--trainer.callbacks.init_args.rho_scale=relative",
                                    f"--trainer.callbacks.init_args.rho={rhos[face]['chosen']}"))  # fmt: skip
-        if dataset == "digits" and mode == "mislabeled":
-            arms.update(CARD)
     results: dict[str, Any] = {}
     for label, (config, extra) in arms.items():
         start = time.time()
@@ -301,24 +305,24 @@ def _gap_claims(runs: list[dict[str, Any]]) -> list[Claim]:
 
 def _claims(runs: list[dict[str, Any]], skipped: str | None = None) -> list[Claim]:
     def med(label: str, key: str) -> float:
-        return _median(runs, "digits", "mislabeled", label, key)
+        return _median(runs, "card", "mislabeled", label, key)
 
     cw = next(r["results"] for r in runs if r["dataset"] == "classwise_card")
-    same = [r["results"] for r in runs if (r["dataset"], r["mode"]) == ("digits", "mislabeled")]
+    same = [r["results"] for r in runs if r["dataset"] == "card"]
     reduction = max(abs(r[CARD_ZERO][k] - r["Finetune"][k]) for r in same for k in GAP_KEYS)
-    proj, plain = "FA(UAM + [I − γP_f], ρ = 1)", "FA(UAM, no projection, ρ = 1)"
+    proj, plain = "FA(UAM + [I − γP_f])", "FA(UAM, no projection)"
     claims = [
-        Claim(f"1 {proj} − FA(Finetune)", med(CARD_PROJ, "FA") - med("Finetune", "FA"), "<=", -20.0,
-              f"medians {med(CARD_PROJ, 'FA'):.1f} vs {med('Finetune', 'FA'):.1f} (pilot 24.0 vs 59.2)"),
-        Claim(f"1 {proj} − FA(NegGrad+)", med(CARD_PROJ, "FA") - med("NegGrad+", "FA"), "<=", -1e-9,
-              f"medians {med(CARD_PROJ, 'FA'):.1f} vs {med('NegGrad+', 'FA'):.1f} (pilot 24.0 vs 37.6); strict <"),
-        Claim(f"2 {plain} − FA(Finetune)", med(CARD_PLAIN, "FA") - med("Finetune", "FA"), ">=", -5.0,
-              f"medians {med(CARD_PLAIN, 'FA'):.1f} vs {med('Finetune', 'FA'):.1f}: without the projection UAM "
+        Claim(f"1 {proj} − FA(Finetune)", med(UAM_PROJ, "FA") - med("Finetune", "FA"), "<=", -20.0,
+              f"medians {med(UAM_PROJ, 'FA'):.1f} vs {med('Finetune', 'FA'):.1f} (pilot 24.0 vs 59.2)"),
+        Claim(f"1 {proj} − FA(NegGrad+)", med(UAM_PROJ, "FA") - med("NegGrad+", "FA"), "<=", -1e-9,
+              f"medians {med(UAM_PROJ, 'FA'):.1f} vs {med('NegGrad+', 'FA'):.1f} (pilot 24.0 vs 37.6); strict <"),
+        Claim(f"2 {plain} − FA(Finetune)", med(UAM_PLAIN, "FA") - med("Finetune", "FA"), ">=", -5.0,
+              f"medians {med(UAM_PLAIN, 'FA'):.1f} vs {med('Finetune', 'FA'):.1f}: without the projection UAM "
               "does not forget more than Finetune (pilot 71.2 vs 59.2)"),
-        Claim("3 TA(UAM + [I − γP_f], ρ = 1) − TA(Finetune)", med(CARD_PROJ, "TA") - med("Finetune", "TA"), ">=", 0.0,
-              f"medians {med(CARD_PROJ, 'TA'):.1f} vs {med('Finetune', 'TA'):.1f} (pilot 94.3 vs 93.0)"),
-        Claim("3 TA(UAM + [I − γP_f], ρ = 1) − TA(Original)", med(CARD_PROJ, "TA") - med("Original", "TA"), ">=",
-              -0.5, f"medians {med(CARD_PROJ, 'TA'):.1f} vs {med('Original', 'TA'):.1f} (pilot 94.3 vs 91.1)"),
+        Claim("3 TA(UAM + [I − γP_f]) − TA(Finetune)", med(UAM_PROJ, "TA") - med("Finetune", "TA"), ">=", 0.0,
+              f"medians {med(UAM_PROJ, 'TA'):.1f} vs {med('Finetune', 'TA'):.1f} (pilot 94.3 vs 93.0)"),
+        Claim("3 TA(UAM + [I − γP_f]) − TA(Original)", med(UAM_PROJ, "TA") - med("Original", "TA"), ">=",
+              -0.5, f"medians {med(UAM_PROJ, 'TA'):.1f} vs {med('Original', 'TA'):.1f} (pilot 94.3 vs 91.1)"),
         Claim("4 classwise: FA(Retrain)", cw["Retrain"]["FA"], "<=", 0.0, "digit 0, seed 0"),
         Claim("4 classwise: FA(UAM, no projection)", cw[UAM_PLAIN]["FA"], ">=", 90.0,
               f"{UAM_PLAIN} does not forget a class (pilot 100)"),
@@ -370,8 +374,7 @@ def _gap_table(runs: list[dict[str, Any]], dataset: str, mode: str) -> list[str]
         "| method | ρ | " + " | ".join("Avg. Gap" if k == "avg_gap" else k for k in keys) + " |",
         "|---|---|" + "---|" * len(keys),
     ]
-    labels = [*ROWS, *(label for label in (CARD_PLAIN, CARD_PROJ) if label in mine[0]["results"])]
-    for label in labels:
+    for label in ROWS:
         if label not in mine[0]["results"]:
             continue
         vals = [_median(runs, dataset, mode, label, k) if k in mine[0]["results"][label] else float("nan")
@@ -379,8 +382,6 @@ def _gap_table(runs: list[dict[str, Any]], dataset: str, mode: str) -> list[str]
         if label in FACES:
             chosen = sorted(r["rho"][label]["chosen"] for r in mine)
             rho = "relative " + "/".join(f"{c:g}" for c in chosen)
-        elif label in (CARD_PLAIN, CARD_PROJ):
-            rho = "1 (absolute)"
         else:
             rho = ""
         lines.append(f"| {label} | {rho} | " + " | ".join(_fmt(v) for v in vals) + " |")
@@ -414,8 +415,16 @@ def _table(runs: list[dict[str, Any]], skipped: str | None = None) -> str:
     if skipped:
         lines += [f"MNIST: {skipped}", ""]
     lines += [*_rho_table(runs), ""]
+    card_seeds = sorted(r["seed"] for r in runs if r["dataset"] == "card")
+    lines += [f"**Card protocol** (claims 1-3; digits, mislabeled 10%, the card's constant-rate original and Retrain, "
+              f"ρ = 1 absolute): medians over seeds {card_seeds}.", "",
+              "| method | RA | FA | FA_true | TA | MIA | Avg. Gap |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for label in ("Original", "Retrain", *(label for label in CARD if label != CARD_ZERO)):
+        vals = [_median(runs, "card", "mislabeled", label, k) for k in (*GAP_KEYS[:2], "FA_true", *GAP_KEYS[2:])]
+        vals.append(_median(runs, "card", "mislabeled", label, "avg_gap"))
+        lines.append(f"| {label} | " + " | ".join(_fmt(v) for v in vals) + " |")
     cw = next(r["results"] for r in runs if r["dataset"] == "classwise_card")
-    lines += ["Classwise card claim 4 (digit 0, seed 0; 60-epoch original, ρ = 0.5 absolute):", "",
+    lines += ["", "Classwise card claim 4 (digit 0, seed 0; constant-rate 60-epoch original, ρ = 0.5 absolute):", "",
               "| method | RA | FA | TA | MIA |", "|---|---|---|---|---|"]  # fmt: skip
     for label in ("Original", "Retrain", UAM_PLAIN, UAM_PROJ):
         lines.append(f"| {label} | " + " | ".join(f"{cw[label][k]:.1f}" for k in GAP_KEYS) + " |")
@@ -489,6 +498,7 @@ def run(
             jobs += [("mnist", mode, s, root, quick) for s in (seeds[:1] if quick else seeds)]
     jobs += [("lm", "lm", s, root, quick) for s in seeds]
     jobs += [("digits", mode, s, root, quick) for mode in MODES for s in seeds]
+    jobs += [("card", "mislabeled", s, root, quick) for s in seeds]
     jobs.append(("classwise_card", "classwise", seeds[0], root, quick))
     progress(f"{len(jobs)} jobs (dataset, mode, seed) in 2 processes into {root}; originals and oracles cached under "
              f"{cache_root() / 'unlearning'}")  # fmt: skip
