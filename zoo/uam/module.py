@@ -49,7 +49,7 @@ class UnlearnClassifierModule(UnlearnableModule):
             inputs than digits' the step is effectively larger) or ``constant`` (the card's pilot recipe).
         mia_seed: seed of the SVC membership-inference subsample.
         mia_samples: cap on the members (and non-members) the SVC is fitted on (``None``: ``min(|D_r|, |test|)``, the
-            SalUn protocol); the MNIST rows of ``zoo reproduce uam`` use 2000 to keep the CPU budget.
+            SalUn protocol); the MNIST rows of ``zoo reproduce uam`` use 1000 to keep the CPU budget.
         pretrained: the original model (checkpoint or state dict); ``None`` lets the callback train it.
     """
 
