@@ -386,6 +386,8 @@ def _gap_table(runs: list[dict[str, Any]], dataset: str, mode: str) -> list[str]
             rho = "relative " + "/".join(f"{c:g}" for c in chosen)
         else:
             rho = ""
+        if all(v != v for v in vals):  # every seed's run diverged (NaN weights)
+            rho = "diverged (NaN weights)"
         lines.append(f"| {label} | {rho} | " + " | ".join(_fmt(v) for v in vals) + " |")
     gaps = {label: _median(runs, dataset, mode, label, "avg_gap") for label in (*BASELINES, *FACES)}
     best = min(BASELINES, key=lambda b: gaps[b])
