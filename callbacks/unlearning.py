@@ -158,6 +158,9 @@ class UnlearningCallback(Callback):
             ``lm_mode``); ``retrain`` is the exact oracle as the result (the module takes the Retrain weights and
             the unlearning steps only log the retain loss).
         rho: UAM perturbation radius.
+        rho_scale: ``absolute`` (the radius is ``rho``, the library) or ``relative`` (the radius is ``rho ||w||``,
+            the global norm of the unlearned weights at that step, as SAM-family code scales it: the same ``rho``
+            then means the same relative move on networks and inputs of any size; classifier ``uam`` only).
         gamma: strength of the ``[I - gamma P_f]`` projection of the retain gradient.
         projection: ``always`` (default), ``conflict_only`` (only when ``<g_r, g_f> > 0``) or ``none`` (the public
             library's behaviour, where ``gamma`` is stored but never applied).
@@ -206,6 +209,7 @@ class UnlearningCallback(Callback):
         self,
         strategy: Strategy = "uam",
         rho: float = 1.0,
+        rho_scale: Literal["absolute", "relative"] = "absolute",
         gamma: float = 2.0,
         projection: Literal["always", "conflict_only", "none"] = "always",
         projection_scope: Literal["global", "per_tensor"] = "global",
@@ -247,6 +251,7 @@ class UnlearningCallback(Callback):
             ("perturb_norm", perturb_norm, ("l2", "l2_squared")),
             ("ascent_forward", ascent_forward, ("concat", "forget_only")),
             ("rho_schedule", rho_schedule, ("constant", "cosine")),
+            ("rho_scale", rho_scale, ("absolute", "relative")),
         ):
             checks.choice(name(arg), value, options)
         for arg, value in (("rho", rho), ("gamma", gamma), ("scrub_alpha", scrub_alpha), ("scrub_gamma", scrub_gamma),
@@ -269,6 +274,8 @@ class UnlearningCallback(Callback):
         checks.probability(name("salun_keep"), salun_keep, open_low=True)
         checks.integer(name("eval_every_n_epochs"), eval_every_n_epochs)
         checks.optional_integer(name("ascent_sample"), ascent_sample)  # an empty ascent batch makes every weight NaN
+        if rho_scale == "relative" and strategy == "rmu_uam":  # the LM step sizes its radius without the weights
+            checks.fail(name("rho_scale"), rho_scale, "'absolute' for strategy=rmu_uam (relative: classifier uam only)")
         checks.integer(name("cosine_start_step"), cosine_start_step, 0)
         checks.optional_integer(name("cosine_total_step"), cosine_total_step)
         if cosine_total_step is not None and cosine_total_step <= cosine_start_step:
@@ -281,6 +288,7 @@ class UnlearningCallback(Callback):
         checks.optional_integer(name("retrain_epochs"), retrain_epochs, 0)  # -1 would be Lightning's "no limit"
         checks.optional_integer(name("seed"), seed, 0, 2**32 - 1)  # Lightning replaces other seeds by 0
         self.strategy, self.rho, self.gamma, self.projection = strategy, rho, gamma, projection
+        self.rho_scale = rho_scale
         self.projection_scope, self.perturb_norm, self.ascent_forward = projection_scope, perturb_norm, ascent_forward
         self.rho_schedule, self.cosine_total_step, self.cosine_start_step = (
             rho_schedule,
@@ -563,12 +571,22 @@ class UnlearningCallback(Callback):
     # ------------------------------------------------------------------------------------------------------------
     # The step.
     # ------------------------------------------------------------------------------------------------------------
-    def current_rho(self) -> float:
-        """``rho`` at this step (constant, or the cosine schedule)."""
+    def current_rho(self, params: list[Tensor] | None = None) -> float:
+        """The perturbation radius at this step.
+
+        ``rho`` (constant, or the cosine schedule), times ``||w||`` (the global norm of ``params``) when ``rho_scale``
+        is ``relative``.
+        """
         if self.rho_schedule == "constant":
-            return self.rho
-        total = self.cosine_total_step if self.cosine_total_step is not None else (self._total_steps or 1)
-        return cosine_rho(self.rho, self.step_count, total, self.cosine_start_step)
+            rho = self.rho
+        else:
+            total = self.cosine_total_step if self.cosine_total_step is not None else (self._total_steps or 1)
+            rho = cosine_rho(self.rho, self.step_count, total, self.cosine_start_step)
+        if self.rho_scale == "relative":
+            if params is None:
+                raise ValueError("UnlearningCallback.current_rho: rho_scale=relative needs the weights")
+            rho *= float(global_norm([p.detach() for p in params]))
+        return rho
 
     def unlearning_step(self, module: LightningModule, batch: dict[str, Any]) -> Tensor:
         """One optimiser step of the strategy on ``{"forget": ..., "retain": ...}``; returns the logged loss."""
@@ -696,7 +714,7 @@ class UnlearningCallback(Callback):
         module.manual_backward(l_f)
         g_f = self._grads(params)  # no copy; the retain pass allocates fresh grads
         norm = float(global_norm(g_f))
-        rho = self.current_rho()
+        rho = self.current_rho(params)
         saved = [p.detach().clone() for p in params]
         if rho > 0.0:
             scale = rho / ((norm**2 if self.perturb_norm == "l2_squared" else norm) + 1e-16)

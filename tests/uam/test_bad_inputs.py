@@ -79,6 +79,20 @@ BAD_INPUTS = [
      "UnlearningCallback.retrain_epochs=-1: expected an integer >= 0"),
     ("salun_keep_1.5", fit(DEFAULT, f"{CB}strategy=salun", f"{CB}salun_keep=1.5"),
      "UnlearningCallback.salun_keep=1.5: expected a number in (0, 1]"),
+    # issue #21: the validation problem, the relative radius, the MIA's sample cap
+    ("holdout_dev", fit(DEFAULT, "--data.init_args.holdout=dev"),
+     "--data.init_args.holdout='dev': expected one of 'test', 'validation' "
+     "(datamodules.classification.unlearning_datamodule.UnlearningDataModule)"),
+    ("val_fraction_1", fit(DEFAULT, "--data.init_args.holdout=validation", "--data.init_args.val_fraction=1.0"),
+     "--data.init_args.val_fraction=1.0: expected a number in (0, 1)"),
+    ("val_fraction_empty", fit(DEFAULT, "--data.init_args.holdout=validation", "--data.init_args.val_fraction=0.0001"),
+     "--data.init_args.val_fraction=0.0001: expected a fraction splitting the 1257 training samples in two non-empty "
+     "parts"),
+    ("rho_scale_weights", fit(DEFAULT, f"{CB}rho_scale=weights"),
+     "--trainer.callbacks.init_args.rho_scale='weights': expected one of 'absolute', 'relative' "
+     "(callbacks.unlearning.UnlearningCallback)"),
+    ("mia_samples_0", fit(DEFAULT, "--model.init_args.mia_samples=0"),
+     "--model.init_args.mia_samples=0: expected an integer >= 1"),
     # CIFAR python pickles
     ("cifar_missing_folder", cifar("nowhere"),
      "{tmp}/nowhere: CIFAR root folder not found (downloads are disabled); expected a folder holding "

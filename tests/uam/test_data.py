@@ -113,3 +113,56 @@ def test_a_forget_fraction_that_selects_nothing_fails_at_setup() -> None:
     with pytest.raises(ValueError, match=r"forget_fraction=0.0005: expected a fraction selecting at least 1 of the "
                                          r"1257 training samples"):  # fmt: skip
         dm.setup()
+
+
+class _Untouchable:
+    """A stand-in for the dataset's test arrays that fails on any use (the validation problem must never read it)."""
+
+    def __getattr__(self, name: str) -> None:
+        raise AssertionError(f"the test split was read ({name})")
+
+    def __len__(self) -> int:
+        raise AssertionError("the test split was read (len)")
+
+    def __getitem__(self, key: object) -> None:
+        raise AssertionError("the test split was read (index)")
+
+
+def _poisoned_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Serve digits' training pool with an untouchable test split."""
+    real = UnlearningDataModule._load
+
+    def load(self: UnlearningDataModule) -> tuple:
+        train, _ = real(self)
+        return train, (_Untouchable(), _Untouchable())
+
+    monkeypatch.setattr(UnlearningDataModule, "_load", load)
+
+
+@pytest.mark.parametrize("mode", ["mislabeled", "random", "classwise"])
+def test_validation_problem_reads_only_the_training_pool(monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    """``holdout: validation`` (issue #21, the data a rho or gamma_0 choice may read): a stratified fifth of the
+    training pool is its evaluation split, forget and retain come from the rest, the test split is never read
+    (an untouchable stand-in) and the default split is unchanged. Catches a choice that evaluates on the test split
+    (the old protocol had no validation data at all)."""
+    default = UnlearningDataModule(mode=mode)
+    before = default.split_info()
+    _poisoned_load(monkeypatch)
+    with pytest.raises(AssertionError, match="test split was read"):  # the stand-in does catch a read
+        UnlearningDataModule(mode=mode).setup()
+    val = UnlearningDataModule(mode=mode).validation_problem()
+    assert val.holdout == "validation" and val.mode == mode
+    val.setup()
+    x_val, y_val = val.split("test")
+    x_train, _ = val.split("train")
+    n_pool = 1257
+    assert len(x_train) + len(y_val) + len(val.split("test_forget_class")[1]) == n_pool
+    assert abs(len(x_train) - 0.8 * n_pool) <= 1
+    pool = {tuple(r) for r in default.split("train")[0].tolist()}
+    assert all(tuple(r) in pool for r in [*x_val.tolist(), *x_train.tolist()])  # all drawn from the training pool
+    for loader in val.eval_dataloaders().values():  # every evaluation loader runs without touching the test split
+        assert sum(len(b[1]) for b in loader) > 0
+    monkeypatch.undo()
+    assert UnlearningDataModule(mode=mode).split_info() == before  # the default split is unchanged
+    with pytest.raises(ValueError, match="holdout='dev'"):
+        UnlearningDataModule(holdout="dev")  # type: ignore[arg-type]

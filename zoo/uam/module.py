@@ -28,8 +28,9 @@ class UnlearnClassifierModule(UnlearnableModule):
     """Image classifier with the unlearning protocol of :class:`callbacks.unlearning.UnlearningCallback`.
 
     Without an unlearning callback it trains with the *original* recipe (SGD ``original_lr``,
-    ``original_momentum``, ``original_weight_decay``) on whatever the datamodule serves; with one, the callback
-    drives manual optimisation with the *unlearning* recipe (``lr``, ``momentum``, ``weight_decay``).
+    ``original_momentum``, ``original_weight_decay``, ``original_schedule``) on whatever the datamodule serves; with
+    one, the callback drives manual optimisation with the *unlearning* recipe (``lr``, ``momentum``,
+    ``weight_decay``).
 
     Args:
         input_dim: flattened input size (linked from the datamodule).
@@ -43,7 +44,12 @@ class UnlearnClassifierModule(UnlearnableModule):
         original_lr: learning rate of the original / Retrain recipe.
         original_momentum: momentum of the original recipe.
         original_weight_decay: weight decay of the original recipe.
+        original_schedule: ``cosine`` (default; the rate decays to 0 over the run's optimizer steps, so the last
+            epoch's weights, the ones unlearned, settle wherever the constant rate oscillates: on larger or brighter
+            inputs than digits' the step is effectively larger) or ``constant`` (the card's pilot recipe).
         mia_seed: seed of the SVC membership-inference subsample.
+        mia_samples: cap on the members (and non-members) the SVC is fitted on (``None``: ``min(|D_r|, |test|)``, the
+            SalUn protocol); the MNIST rows of ``zoo reproduce uam`` use 1000 to keep the CPU budget.
         pretrained: the original model (checkpoint or state dict); ``None`` lets the callback train it.
     """
 
@@ -57,7 +63,7 @@ class UnlearnClassifierModule(UnlearnableModule):
         "test_acc_higher_is_better",
         "mia_efficacy_higher_is_better_vs_retrain",
     )
-    unlearning_only_hparams: ClassVar[tuple[str, ...]] = ("lr", "momentum", "weight_decay", "mia_seed")
+    unlearning_only_hparams: ClassVar[tuple[str, ...]] = ("lr", "momentum", "weight_decay", "mia_seed", "mia_samples")
 
     def __init__(
         self,
@@ -72,10 +78,13 @@ class UnlearnClassifierModule(UnlearnableModule):
         original_lr: float = 0.1,
         original_momentum: float = 0.9,
         original_weight_decay: float = 5e-4,
+        original_schedule: Literal["cosine", "constant"] = "cosine",
         mia_seed: int = 0,
+        mia_samples: int | None = None,
         pretrained: str | None = None,
     ) -> None:
         checks.choice(checks.model("arch"), arch, ("mlp", "cnn", "resnet18"))
+        checks.choice(checks.model("original_schedule"), original_schedule, ("cosine", "constant"))
         checks.integer(checks.model("input_dim"), input_dim)
         checks.integer(checks.model("num_classes"), num_classes, 2)
         if not all(isinstance(w, int) and not isinstance(w, bool) and w >= 1 for w in hidden or ()):
@@ -85,11 +94,13 @@ class UnlearnClassifierModule(UnlearnableModule):
         checks.non_negative(checks.model("original_lr"), original_lr)
         checks.non_negative(checks.model("original_momentum"), original_momentum)
         checks.non_negative(checks.model("original_weight_decay"), original_weight_decay)
+        checks.optional_integer(checks.model("mia_samples"), mia_samples)
         self.input_dim, self.num_classes, self.arch = input_dim, num_classes, arch
         self.hidden, self.in_channels = list(hidden) if hidden is not None else [64], in_channels
         self.momentum = momentum
         self.original_lr, self.original_momentum = original_lr, original_momentum
-        self.original_weight_decay, self.mia_seed = original_weight_decay, mia_seed
+        self.original_weight_decay, self.mia_seed, self.mia_samples = original_weight_decay, mia_seed, mia_samples
+        self.original_schedule = original_schedule
         super().__init__(lr=lr, weight_decay=weight_decay, pretrained=pretrained)
 
     def configure_models(self) -> None:
@@ -103,14 +114,19 @@ class UnlearnClassifierModule(UnlearnableModule):
     # ------------------------------------------------------------------------------------------------------------
     # Training.
     # ------------------------------------------------------------------------------------------------------------
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        """SGD with the unlearning recipe when a callback unlearns, else the original recipe."""
+    def configure_optimizers(self) -> Any:
+        """SGD with the unlearning recipe when a callback unlearns, else the original recipe (cosine per step)."""
         params = [p for p in self.parameters() if p.requires_grad]
         if self.unlearning is not None:
             return torch.optim.SGD(params, lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay)
-        return torch.optim.SGD(
+        opt = torch.optim.SGD(
             params, lr=self.original_lr, momentum=self.original_momentum, weight_decay=self.original_weight_decay
         )
+        steps = self.trainer.estimated_stepping_batches if self._trainer is not None else float("inf")
+        if self.original_schedule == "constant" or not 0 < steps < float("inf"):  # no known end: constant
+            return opt
+        cosine = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=int(steps))
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": cosine, "interval": "step"}}
 
     def compute_loss(self, batch: Any) -> dict[str, Tensor]:
         """Cross-entropy of an ``(x, y)`` batch (the original and Retrain recipes)."""
@@ -174,7 +190,7 @@ class UnlearnClassifierModule(UnlearnableModule):
             "forget_acc_lower_is_better_vs_retrain": acc["forget"],
             "test_acc_higher_is_better": acc["test"],
             "mia_efficacy_higher_is_better_vs_retrain": svc_mia_efficacy(
-                out["retain"][0], out["test"][0], out["forget"][0], seed=self.mia_seed
+                out["retain"][0], out["test"][0], out["forget"][0], seed=self.mia_seed, max_samples=self.mia_samples
             ),
         }
         if "forget_true" in acc:
