@@ -104,6 +104,22 @@ def test_rho_choice_takes_the_smallest_validation_gap_and_passes_the_validation_
                for o in seen) and len(seen) == 4  # fmt: skip
 
 
+def test_a_diverged_arm_becomes_a_row_and_other_errors_still_stop() -> None:
+    """The divergence guard's error turns one arm into a "diverged" row (the protocol goes on); any other error
+    (a bad config, a bad file) still ends the run. Catches a protocol killed by one diverging baseline."""
+    from zoo.core.divergence import Diverged
+
+    def diverging(*args: Any, **kwargs: Any) -> Any:
+        raise Diverged("UnlearningCallback(strategy=neggrad): the training loss became non-finite (-inf) at step 4")
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise ValueError("--data.init_args.path='x': expected a file")
+
+    assert R.unlearn("neggrad", (), 0, "root", fit_fn=diverging) is None
+    with pytest.raises(ValueError, match="expected a file"):
+        R.unlearn("neggrad", (), 0, "root", fit_fn=broken)
+
+
 @pytest.mark.parametrize("installed", [True, False])
 @pytest.mark.parametrize("quick", [True, False])
 def test_mnist_rows_run_or_are_skipped_in_quick_or_fail_in_one_line(

@@ -167,16 +167,15 @@ def mnist_installed() -> bool:
 def unlearn(config: str, overrides: Sequence[str], seed: int, root: str, fit_fn: Callable[..., Any] = fit) -> Any:
     """Fit one arm; its :class:`~callbacks.unlearning.UnlearningCallback` (``final``, ``before``, ``oracle_metrics``).
 
-    A run whose weights became NaN (the SVC of the MIA then refuses its features) gives NaN metrics instead of
-    ending the whole protocol: a diverged run is reported as such and never chosen.
+    A run that diverged (the divergence guard's :class:`~zoo.core.divergence.Diverged`: a non-finite loss or weight)
+    gives NaN metrics instead of ending the whole protocol: it is reported as such and never chosen.
     """
     from callbacks.unlearning import UnlearningCallback
+    from zoo.core.divergence import Diverged
 
     try:
         return fit_fn(config_path("uam", config), overrides, seed=seed, root=root).callback(UnlearningCallback)
-    except ValueError as exc:
-        if "NaN" not in str(exc):
-            raise
+    except Diverged:
         return None
 
 
@@ -237,10 +236,10 @@ def run_job(job: tuple[str, str, int, str, bool]) -> dict[str, Any]:
     for label, (config, extra) in arms.items():
         start = time.time()
         cb = unlearn(config, (*flags, *extra), seed, root)
-        if cb is None:  # diverged: NaN weights
+        if cb is None:  # diverged: non-finite loss or weights
             results[label] = {k: float("nan") for k in (*GAP_KEYS, "FA_true", "avg_gap")}
             results[label]["seconds"] = round(time.time() - start, 1)
-            say(f"{label[:40]:<40} diverged (NaN weights)")
+            say(f"{label[:40]:<40} diverged (non-finite loss or weights)")
             continue
         results.setdefault("Original", _short({k.removeprefix("original/"): v for k, v in cb.before.items()}))
         results.setdefault("Retrain", _short(cb.oracle_metrics))
@@ -387,7 +386,7 @@ def _gap_table(runs: list[dict[str, Any]], dataset: str, mode: str) -> list[str]
         else:
             rho = ""
         if all(v != v for v in vals):  # every seed's run diverged (NaN weights)
-            rho = "diverged (NaN weights)"
+            rho = "diverged (non-finite loss or weights)"
         lines.append(f"| {label} | {rho} | " + " | ".join(_fmt(v) for v in vals) + " |")
     gaps = {label: _median(runs, dataset, mode, label, "avg_gap") for label in (*BASELINES, *FACES)}
     best = min(BASELINES, key=lambda b: gaps[b])
