@@ -3,12 +3,13 @@
 ``trainer.validate`` of the same module, data and threads, interleaved, in three arms: no callback; the router trace
 alone (the per-forward hooks: expert pre-hooks, timing, records; no stage-end summary or files); the full
 ``MoECAPCallback`` (hooks + per-forward metrics, logging, ``moecap_validate.json``; ``cap_radar.png`` only with
-``radar_with``, so not here; a fixed per-stage cost measured at ~0.13 s when the radar was still drawn by default). The ratios of the medians of ``--repeats`` runs are printed against the target (<= 1.05x), for
-each stage length in ``--items`` (64 prompts = the datamodule's default; the fixed per-stage cost weighs less in a
-longer stage). Size (the card): the tiny-Mixtral shape at d = 256, 4 layers (E 8, k 2), batch 8, 32 new tokens per
-prompt (a forward takes a few ms on one thread). The callback runs with ``hardware=cpu_measured`` (measured once and
-cached before the timed runs) and ``flop_check`` off, as by default. ``--d 64 --layers 2`` times the card's 2-layer
-test size, where the Python hooks weigh relatively most.
+``radar_with``, so not here; a fixed per-stage cost measured at ~0.13 s when the radar was still drawn by default).
+The ratios of the medians of ``--repeats`` runs are printed against the target (<= 1.05x), for each stage length in
+``--items`` (64 prompts = the datamodule's default; the fixed per-stage cost weighs less in a longer stage). Size
+(the card): the tiny-Mixtral shape at d = 256, 4 layers (E 8, k 2), batch 8, 32 new tokens per prompt (a forward
+takes a few ms on one thread). The callback runs with ``hardware=cpu_measured`` (measured once and cached before the
+timed runs) and ``flop_check`` off, as by default. ``--d 64 --layers 2`` times the card's 2-layer test size, where
+the Python hooks weigh relatively most.
 
     python benchmarks/moe_cap_overhead.py [--repeats 5] [--d 256] [--layers 4] [--items 64 256]
 """

@@ -14,11 +14,11 @@ MANIFEST = Manifest(
     config="configs/uam/default.yaml",
     status="done",
     status_note=(
-        "`zoo reproduce uam`: 9/9 asserted claims hold; Avg. Gap to Retrain (mislabeled 10%, ρ chosen on validation "
-        f"data): {UAM_PROJ} 1.8 on digits / 1.9 on MNIST, {UAM_PLAIN} 10.2 / 2.4, best baseline 4.7 (NegGrad+) / "
-        "2.3 (Finetune); classwise neither face matches SalUn (digits 48.5 / 50.0 vs 1.0); UAM costs 1.73x Finetune "
-        "per epoch (≤ 2.5x); recorded SmolLM2-135M run (`configs/uam/lm_smollm2.yaml`): forget MCQ 100 → 46.7, "
-        "retain 100 → 100"
+        "issue #21 open (8b: inverted-pixel IDX images still diverge at the default lr); `zoo reproduce uam`: 9/9 "
+        "asserted claims hold; Avg. Gap to Retrain (mislabeled 10%, ρ chosen on validation data): "
+        f"{UAM_PROJ} 1.8 on digits / 1.9 on MNIST, {UAM_PLAIN} 10.2 / 2.4, best baseline 4.7 (NegGrad+) / 2.0 "
+        "(SCRUB); classwise SalUn wins on digits (4.8 vs 48.5 / 50.0); UAM costs 1.73x Finetune per epoch (≤ 2.5x); "
+        "recorded SmolLM2-135M run (`configs/uam/lm_smollm2.yaml`): forget MCQ 100 → 46.7, retain 100 → 100"
     ),
     summary=(
         "`callbacks.unlearning.UnlearningCallback` with `zoo.uam.module.UnlearnClassifierModule` / "
