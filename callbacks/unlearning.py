@@ -317,6 +317,7 @@ class UnlearningCallback(Callback):
         self.before: dict[str, float] = {}
         self.oracle_metrics: dict[str, float] | None = None
         self.history: list[dict[str, float]] = []
+        self._history_step: int | None = None  # step_count of the last history entry (reused by on_fit_end)
         self.final: dict[str, float] = {}
         self._mask: list[Tensor] | None = None
         self._anchor: list[Tensor] | None = None
@@ -856,6 +857,7 @@ class UnlearningCallback(Callback):
             return
         metrics = self.evaluate(pl_module, trainer.datamodule)
         self.history.append({"epoch": float(epoch), **metrics})
+        self._history_step = self.step_count
         # Every rank computes the same numbers on the full splits; syncing only silences Lightning's DDP notice.
         pl_module.log_dict({f"val/{k}": v for k, v in metrics.items()}, on_epoch=True, sync_dist=trainer.world_size > 1)
 
@@ -871,7 +873,10 @@ class UnlearningCallback(Callback):
     def on_fit_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Write ``unlearning.json`` (original, oracle, final metrics, per-epoch history, split) to the run's folder."""
         self._check_weights(pl_module, "weights", self.step_count, trainer.current_epoch)
-        self.final = self.evaluate(pl_module, trainer.datamodule)
+        if self.history and self._history_step == self.step_count:  # the last epoch's evaluation, no step since
+            self.final = {k: v for k, v in self.history[-1].items() if k != "epoch"}
+        else:
+            self.final = self.evaluate(pl_module, trainer.datamodule)
         folder = Path(run_dir(trainer))
         if trainer.is_global_zero:
             folder.mkdir(parents=True, exist_ok=True)

@@ -260,6 +260,26 @@ def test_rho_gamma_zero_is_finetune_bitwise(cache_root: Path) -> None:
     assert not all(torch.equal(a[k], moved.model.state_dict()[k]) for k in a)  # rho alone changes it
 
 
+def test_final_metrics_reuse_the_last_epochs_evaluation(cache_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The metrics of the last epoch are the final ones: the run evaluates (SVC MIA included) once per epoch, not a
+    second time in ``on_fit_end`` on unchanged weights; an evaluation every 2 of 3 epochs still evaluates at the end."""
+    calls: list[int] = []
+    evaluate = UnlearningCallback.evaluate
+
+    def counted(self: UnlearningCallback, module: Any, datamodule: Any) -> dict[str, float]:
+        calls.append(self.step_count)
+        return evaluate(self, module, datamodule)
+
+    monkeypatch.setattr(UnlearningCallback, "evaluate", counted)
+    _, cb = _fit(cache_root, "finetune.yaml", "--trainer.callbacks.init_args.oracle=false", epochs=2)
+    assert len(calls) == 2 and len(cb.history) == 2  # was 3: the final pass repeated the last epoch's
+    assert cb.final == {k: v for k, v in cb.history[-1].items() if k != "epoch"}
+    calls.clear()
+    _, cb = _fit(cache_root, "finetune.yaml", "--trainer.callbacks.init_args.oracle=false",
+                 "--trainer.callbacks.init_args.eval_every_n_epochs=2", "--trainer.max_steps=30", epochs=3)  # fmt: skip
+    assert cb.step_count == 30 and cb.final and calls[-1] == 30  # stopped mid-epoch: evaluated at the end
+
+
 def test_salun_updates_only_salient_weights(cache_root: Path) -> None:
     """SalUn: weights outside the saliency mask stay at theta_o exactly (momentum and weight decay included);
     about half of the weights are salient (catches a mask applied to the loss instead of the update)."""
