@@ -138,3 +138,11 @@ def assert_user_error(args: list[str], line: str, capsys: pytest.CaptureFixture[
 def bad_inputs(rows: list[tuple[str, list[str], str]]) -> pytest.MarkDecorator:
     """``parametrize`` over a method's ``BAD_INPUTS`` table of ``(id, args, line)`` rows."""
     return pytest.mark.parametrize(("args", "line"), [row[1:] for row in rows], ids=[row[0] for row in rows])
+
+
+@pytest.fixture
+def table_files(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    """The test module's ``FILES`` (file name -> text) written into ``tmp_path``: the ``{tmp}`` of a bad-input table."""
+    for name, text in request.module.FILES.items():
+        (tmp_path / name).write_text(text)
+    return tmp_path

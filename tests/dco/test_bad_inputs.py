@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from conftest import QUIET, ROOT, assert_user_error, bad_inputs
 
 KANSWER = ["fit", "-c", str(ROOT / "configs/dco/default.yaml"), *QUIET, "--trainer.fast_dev_run=1"]
@@ -93,14 +92,6 @@ BAD_INPUTS = [
 ]  # fmt: skip
 
 
-@pytest.fixture
-def files(tmp_path: Path) -> Path:
-    """The malformed files of :data:`FILES` in ``tmp_path``."""
-    for name, text in FILES.items():
-        (tmp_path / name).write_text(text)
-    return tmp_path
-
-
 @bad_inputs(BAD_INPUTS)
-def test_bad_input_is_one_line_and_exit_2(args: list[str], line: str, files: Path, capsys) -> None:
-    assert_user_error(args, line, capsys, files)
+def test_bad_input_is_one_line_and_exit_2(args: list[str], line: str, table_files: Path, capsys) -> None:
+    assert_user_error(args, line, capsys, table_files)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from conftest import QUIET, ROOT, assert_user_error, bad_inputs, tiny
 
 FIT = ["fit", "-c", str(ROOT / "configs/prune_finetune/default.yaml"), *tiny("prune_finetune"), *QUIET,
@@ -110,14 +109,6 @@ BAD_INPUTS = [
 ]  # fmt: skip
 
 
-@pytest.fixture
-def files(tmp_path: Path) -> Path:
-    """The malformed files of :data:`FILES` in ``tmp_path``."""
-    for name, text in FILES.items():
-        (tmp_path / name).write_text(text)
-    return tmp_path
-
-
 @bad_inputs(BAD_INPUTS)
-def test_bad_input_is_one_line_and_exit_2(args: list[str], line: str, files: Path, capsys) -> None:
-    assert_user_error(args, line, capsys, files)
+def test_bad_input_is_one_line_and_exit_2(args: list[str], line: str, table_files: Path, capsys) -> None:
+    assert_user_error(args, line, capsys, table_files)
