@@ -65,6 +65,12 @@ class UnlearningDataModule(PhasedDataModule):
             as ``test``; forget and retain sets come from the rest; the dataset's test split is never read).
         val_fraction: share of the training pool held out as the evaluation split when ``holdout`` is
             ``validation``.
+        input_norm: ``auto`` (default: ``center`` for the 784-pixel sources ``mnist`` and ``idx``, ``none`` for
+            ``digits``, the card's protocol, and for CIFAR, already standardised per channel) | ``center`` (subtract
+            the per-feature mean of the training pool, after ``max_train`` and ``holdout``; the test split gets the
+            same shift) | ``none`` (pixels / 255 as stored). Centering makes the input energy independent of the
+            pixel convention: an inverted image ``1 - x`` becomes exactly ``-(x - mean)``, so the defaults that
+            train plain MNIST also train a dark-on-light folder (issue #21, 8(b)).
     """
 
     def __init__(
@@ -84,6 +90,7 @@ class UnlearningDataModule(PhasedDataModule):
         max_train: int | None = None,
         holdout: Literal["test", "validation"] = "test",
         val_fraction: float = 0.2,
+        input_norm: Literal["auto", "center", "none"] = "auto",
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -92,6 +99,7 @@ class UnlearningDataModule(PhasedDataModule):
         checks.choice(checks.data("mode"), mode, ("classwise", "random", "mislabeled"))
         checks.choice(checks.data("phase"), phase, ("original", "retrain", "unlearn"))
         checks.choice(checks.data("holdout"), holdout, ("test", "validation"))
+        checks.choice(checks.data("input_norm"), input_norm, ("auto", "center", "none"))
         checks.probability(checks.data("val_fraction"), val_fraction, open_low=True, open_high=True)
         if source in ("cifar10", "cifar100", "idx") and path is None:
             raise ValueError(f"--data.init_args.source={source} reads files: set --data.init_args.path=<folder>")
@@ -112,6 +120,8 @@ class UnlearningDataModule(PhasedDataModule):
         self.seed, self.max_train, self.holdout, self.val_fraction = seed, max_train, holdout, val_fraction
         self.batch_size, self.forget_batch_size, self.eval_batch_size = batch_size, forget_batch_size, eval_batch_size
         self.input_dim, self.num_classes = _shape_of(source, label)
+        #: The normalisation applied after loading (``input_norm`` with ``auto`` resolved).
+        self.input_norm = input_norm if input_norm != "auto" else ("center" if source in ("mnist", "idx") else "none")
         if mode == "classwise":
             checks.integer(checks.data("forget_class"), forget_class, 0, self.num_classes - 1)
         self._arrays: dict[str, Tensor] | None = None
@@ -152,6 +162,9 @@ class UnlearningDataModule(PhasedDataModule):
             rest = np.setdiff1d(np.arange(len(y_train)), val)
             x_test, y_test = x_train[val], y_train[val]
             x_train, y_train = x_train[rest], y_train[rest]
+        if self.input_norm == "center":  # the training pool's mean only; the evaluation split gets the same shift
+            mean = x_train.mean(axis=0, dtype=np.float64).astype(np.float32)
+            x_train, x_test = x_train - mean, x_test - mean
         n = len(y_train)
         y_used = y_train.copy()
         if self.mode == "classwise":
@@ -249,6 +262,7 @@ class UnlearningDataModule(PhasedDataModule):
             "source": self.source,
             "mode": self.mode,
             "holdout": self.holdout,
+            "input_norm": self.input_norm,
             "seed": self.seed,
             "n_train": int(self._tensor("y_train").numel()),
             "n_forget": int(forget.size),

@@ -88,6 +88,9 @@ BAD_INPUTS = [
     ("val_fraction_empty", fit(DEFAULT, "--data.init_args.holdout=validation", "--data.init_args.val_fraction=0.0001"),
      "--data.init_args.val_fraction=0.0001: expected a fraction splitting the 1257 training samples in two non-empty "
      "parts"),
+    ("input_norm_standard", fit(DEFAULT, "--data.init_args.input_norm=standard"),
+     "--data.init_args.input_norm='standard': expected one of 'auto', 'center', 'none' "
+     "(datamodules.classification.unlearning_datamodule.UnlearningDataModule)"),
     ("rho_scale_weights", fit(DEFAULT, f"{CB}rho_scale=weights"),
      "--trainer.callbacks.init_args.rho_scale='weights': expected one of 'absolute', 'relative' "
      "(callbacks.unlearning.UnlearningCallback)"),

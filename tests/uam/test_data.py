@@ -166,3 +166,49 @@ def test_validation_problem_reads_only_the_training_pool(monkeypatch: pytest.Mon
     assert UnlearningDataModule(mode=mode).split_info() == before  # the default split is unchanged
     with pytest.raises(ValueError, match="holdout='dev'"):
         UnlearningDataModule(holdout="dev")  # type: ignore[arg-type]
+
+
+def _idx_folder(root: Path, train: np.ndarray, test: np.ndarray, seed: int = 0) -> str:
+    """An MNIST-style IDX folder holding ``train``/``test`` uint8 images (N, 28, 28) with seeded labels."""
+    import struct
+
+    root.mkdir()
+    labels = np.random.default_rng(seed)
+    for stem, images in (("train", train), ("t10k", test)):
+        for kind, a in (("images-idx3", images), ("labels-idx1", labels.integers(0, 10, len(images), dtype=np.uint8))):
+            header = bytes([0, 0, 0x08, a.ndim]) + struct.pack(f">{a.ndim}I", *a.shape)
+            (root / f"{stem}-{kind}-ubyte").write_bytes(header + a.tobytes())
+    return str(root)
+
+
+def test_idx_centering_makes_an_inverted_folder_the_same_problem(tmp_path: Path) -> None:
+    """Issue #21, 8(b): ``input_norm: auto`` centres the 784-pixel sources on the training pool's per-pixel mean, so
+    an inverted folder (255 - pixels) gives exactly the negated features of the plain one (the same problem for a
+    sign-symmetric MLP; uncentred, its input energy was ~8x MNIST's and the default run diverged). The test split is
+    shifted by the *training* mean, the validation problem by its own training part's mean, ``none`` keeps
+    pixels / 255 and digits stays as the card has it. Catches a mean taken over the test split, a per-split mean, or
+    centering that leaks into digits."""
+    rng = np.random.default_rng(0)
+    train = rng.integers(0, 256, (60, 28, 28), dtype=np.uint8)
+    train[:, :4] = 0  # a dark border, as MNIST's
+    test = rng.integers(0, 256, (20, 28, 28), dtype=np.uint8)
+    plain = _idx_folder(tmp_path / "plain", train, test)
+    inverted = _idx_folder(tmp_path / "inverted", 255 - train, 255 - test)
+    kw = {"source": "idx", "mode": "random"}
+    a, b = UnlearningDataModule(path=plain, **kw), UnlearningDataModule(path=inverted, **kw)
+    assert a.input_norm == "center" and a.split_info()["input_norm"] == "center"
+    for split in ("train", "test", "forget", "retain"):
+        np.testing.assert_allclose(a.split(split)[0].numpy(), -b.split(split)[0].numpy(), atol=1e-6)
+    x_train, x_test = a.split("train")[0].numpy(), a.split("test")[0].numpy()
+    mean = train.reshape(60, -1).astype(np.float64).mean(0) / 255
+    np.testing.assert_allclose(x_train.mean(0), 0.0, atol=1e-6)
+    np.testing.assert_allclose(x_test, test.reshape(20, -1) / 255 - mean, atol=1e-6)  # the training mean
+    assert abs(x_test.mean()) > 1e-3  # ... not the test split's own
+    raw = UnlearningDataModule(path=plain, input_norm="none", **kw)
+    np.testing.assert_allclose(raw.split("test")[0].numpy(), test.reshape(20, -1) / 255, atol=1e-6)
+    val = UnlearningDataModule(path=plain, holdout="validation", **kw)
+    np.testing.assert_allclose(val.split("train")[0].numpy().mean(0), 0.0, atol=1e-6)
+    digits = UnlearningDataModule()
+    assert digits.input_norm == "none" and float(digits.split("train")[0].min()) == 0.0
+    with pytest.raises(ValueError, match=r"--data.init_args.input_norm='standard': expected one of 'auto', 'center'"):
+        UnlearningDataModule(input_norm="standard")  # type: ignore[arg-type]

@@ -85,7 +85,7 @@ def test_rho_choice_takes_the_smallest_validation_gap_and_passes_the_validation_
     """The rho with the smallest Avg. Gap on the validation problem wins (NaN never), every run carries
     ``holdout=validation`` and a relative radius (catches a choice run on the real problem, i.e. on test data)."""
     seen: list[tuple[str, ...]] = []
-    gaps = dict(zip(R.RHO_GRID, (9.0, float("nan"), 4.0, 4.0), strict=True))
+    gaps = dict(zip(R.RHO_GRID, (9.0, float("nan"), 4.0, 4.0, 5.0, 6.0), strict=True))
 
     class Fake:
         def __init__(self, rho: float) -> None:
@@ -101,7 +101,7 @@ def test_rho_choice_takes_the_smallest_validation_gap_and_passes_the_validation_
     rho, table = R.choose_rho("uam_plain", ("--x=1",), 0, "root", fit_fn=fake_fit)
     assert rho == R.RHO_GRID[2] and table[R.RHO_GRID[1]] == float("inf")  # ties go to the smaller radius
     assert all("--data.init_args.holdout=validation" in o and "--trainer.callbacks.init_args.rho_scale=relative" in o
-               for o in seen) and len(seen) == 4  # fmt: skip
+               for o in seen) and len(seen) == len(R.RHO_GRID)  # fmt: skip
 
 
 def test_a_diverged_arm_becomes_a_row_and_other_errors_still_stop() -> None:

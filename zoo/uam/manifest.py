@@ -14,10 +14,10 @@ MANIFEST = Manifest(
     config="configs/uam/default.yaml",
     status="done",
     status_note=(
-        "issue #21 open (8b: inverted-pixel IDX images still diverge at the default lr); `zoo reproduce uam`: 9/9 "
-        "asserted claims hold; Avg. Gap to Retrain (mislabeled 10%, ρ chosen on validation data): "
-        f"{UAM_PROJ} 1.8 on digits / 1.9 on MNIST, {UAM_PLAIN} 10.2 / 2.4, best baseline 4.7 (NegGrad+) / 2.0 "
-        "(SCRUB); classwise SalUn wins on digits (4.8 vs 48.5 / 50.0); UAM costs 1.73x Finetune per epoch (≤ 2.5x); "
+        "`zoo reproduce uam`: 9/9 asserted claims hold; Avg. Gap to Retrain (mislabeled 10%, ρ chosen on validation "
+        f"data): {UAM_PROJ} 1.8 on digits / 1.8 on MNIST, {UAM_PLAIN} 10.2 / 5.0, best baseline 4.7 (NegGrad+) / 2.2 "
+        "(l1-sparse); classwise SalUn / SCRUB win (4.8 / 1.7 vs 13.1 / 13.9); UAM costs 1.73x Finetune per epoch "
+        "(≤ 2.5x); default config on a 60k MNIST IDX folder (plain or inverted pixels): Original TA 97.1 / 97.0; "
         "recorded SmolLM2-135M run (`configs/uam/lm_smollm2.yaml`): forget MCQ 100 → 46.7, retain 100 → 100"
     ),
     summary=(
