@@ -249,8 +249,8 @@ def check_claims(
               robust["universal"], ">=", 0.9, "fraction of replicas; info: Q̄'s next-smallest action gap (0.029, "
               "state 2) is still within the universal run's error at 2e5 (--quick gave 0.875)", asserted=False),
         Claim("C5 centering: max over common logged k ≤ 1e5, replicas of |sp(Q_mean−Q*) − sp(Q_none−Q*)|", shift,
-              "<=", 1e-9, f"max = {shift:.1e}; centering=mean vs none, adaptive α=3, same trajectories, {len(common)} common k; "
-              "implementation check: centring moves Q along e only"),
+              "<=", 1e-9, f"max = {shift:.1e}; centering=mean vs none, adaptive α=3, same trajectories, "
+              f"{len(common)} common k; implementation check: centring moves Q along e only"),
         Claim("C5 pointwise (v2): centred adaptive α=3 slope of mean ‖Q−Q*_c‖∞² over [1e4, 1e5]", pslope, "in",
               [-1.3, -0.8], f"v2's pointwise Õ(1/k) with C1's band; mean ‖Q−Q*_c‖∞² at 1e5 = {pmse:.4f} "
               f"(span MSE {span_mse(_at(cen, SHORT)):.4f})"),
