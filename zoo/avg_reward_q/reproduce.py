@@ -15,7 +15,7 @@ trajectories (one sampler per group, chunks of 1000, split at the logging grid).
 
 The short group logs at the long group's grid points up to 1e5, so C5's shift check compares the centred run with
 the uncentred adaptive α 3 run of the long group (the same trajectories) at every common k. ``check_claims`` turns the
-curves into the claims; ``tests/avg_reward_q/test_reproduce_claims.py`` feeds it perturbed curves, one per asserted
+curves into the claims; ``tests/avg_reward_q/test_reproduce.py`` feeds it perturbed curves, one per asserted
 claim, and sees each fail.
 
 ``--quick`` keeps everything but runs the long group to 2e5 steps (C2/C4/drift read 2e5 instead of 4e5) and
