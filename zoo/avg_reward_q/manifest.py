@@ -14,7 +14,7 @@ MANIFEST = Manifest(
     status="done",
     status_note=(
         "(issues #9, #22); `zoo reproduce avg_reward_q`: 10/10 asserted claims hold (29-68 s on shared "
-        "cores), `--quick` 10/10 (11-19 s), each with a test that perturbed numbers make it fail; adaptive "
+        "cores), `--quick` 10/10 (11-50 s), each with a test that perturbed numbers make it fail; adaptive "
         "α 3 span-MSE slope −1.01 (MSE 0.0059 at 1e5, card 0.0058), universal α 36 ends at median "
         "sp(Q−Q̄) 0.017·gap and sp(Q−Q\\*) 0.998·gap; centred run: pointwise ‖Q−Q\\*_c‖∞² slope −1.03 "
         "(v2), the card's C5 identity dropped; the literal policy claim C4 is info only (Q\\* has a 0.0048 "
