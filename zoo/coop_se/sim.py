@@ -124,9 +124,10 @@ def message_bits(m: int, T: int, A: int, gaussian: bool) -> int:
 
 
 def logsize_message_bits(m: int, T: int, A: int, gaussian: bool) -> int:
-    """Bits of one ``coop_se_logsize`` message ``(arm, count, sum)``: ``⌈log₂A⌉ + ⌈log₂(mT+1)⌉`` plus
-    ``⌈log₂(mT+1)⌉`` for a Bernoulli sum (an integer <= the count) or 64 for a Gaussian sum (float64).
+    """Bits of one ``coop_se_logsize`` message ``(arm, count, sum)``.
 
+    ``⌈log₂A⌉ + ⌈log₂(mT+1)⌉`` plus ``⌈log₂(mT+1)⌉`` for a Bernoulli sum (an integer <= the count) or 64 for a
+    Gaussian sum (float64).
     A count is a total over at most ``m`` agents and ``T`` rounds, so it fits ``⌈log₂(mT+1)⌉`` bits; the simulator
     records the largest count and sum actually sent (``value_max_count``, ``value_max_sum``) so the fit is checked.
     """
@@ -139,8 +140,10 @@ def _clog2(x: int) -> int:
 
 
 def relay_sender(adjacency: np.ndarray, D: np.ndarray, v: int, u: int) -> int:
-    """The neighbour from which ``v`` first accepts origin ``u``'s messages when flooding: the lowest-index neighbour
-    one hop closer to ``u`` (unique on a tree and on ``K_m``)."""
+    """The neighbour from which ``v`` first accepts origin ``u``'s messages when flooding.
+
+    The lowest-index neighbour one hop closer to ``u`` (unique on a tree and on ``K_m``).
+    """
     return next(x for x in range(adjacency.shape[0]) if adjacency[v, x] > 0 and D[x, u] == D[v, u] - 1)
 
 
@@ -194,8 +197,10 @@ def spanning_tree(adjacency: np.ndarray, D: np.ndarray) -> np.ndarray:
 
 
 def logsize_arms(t: int, k: int, A: int) -> list[int]:
-    """Arms whose totals cross every tree edge in round ``t`` (``coop_se_logsize``): ``k`` arms in round-robin order,
-    ``(t − 1)·k + j mod A`` for ``j < k`` (all arms every round when ``k = A``)."""
+    """Arms whose totals cross every tree edge in round ``t`` (``coop_se_logsize``).
+
+    ``k`` arms in round-robin order, ``(t − 1)·k + j mod A`` for ``j < k`` (all arms every round when ``k = A``).
+    """
     return sorted({((t - 1) * k + j) % A for j in range(k)})
 
 
@@ -585,10 +590,12 @@ class CoopBanditSim(nn.Module):
         return True  # every other variant sends every round
 
     def _logsize_round(self, V: dict[str, np.ndarray], t: int, prev: np.ndarray) -> None:
-        """Aggregated messages on the spanning tree, delivered in round ``t`` (after the pulls, usable from ``t + 1``):
+        """Aggregated messages on the spanning tree, delivered in round ``t`` (after the pulls, usable from ``t + 1``).
+
         ``v → w`` carries, for the round's arms, ``v``'s own totals through ``t − 1`` (``prev``) plus the totals it
         holds from its tree neighbours other than ``w`` (delivered in round ``t − 1``). A message composed at the end of
-        round ``t − 1`` thus crosses the edge in round ``t``: the timing of flooding (one round per hop)."""
+        round ``t − 1`` thus crosses the edge in round ``t``: the timing of flooding (one round per hop).
+        """
         E = V["edges"]  # E[r, w, v] = latest totals w holds from v (zero off the tree)
         A = self.A
         send = (prev + E.sum(2))[:, :, None, :] - E  # send[r, v, w] = C_{v->w}: all v holds but what w sent it
