@@ -665,7 +665,7 @@ class CoopBanditSim(nn.Module):
                 # a sample of origin u drawn at round s is forwarded by v at round s + D[v, u] (<= t)
                 return ((t - self.D).clamp(min=0).to(torch.float64) * self._flood_w).sum(1)
             case "coop_se_logrounds":
-                return self.comm_rounds() * self._flood_w.sum(1)
+                return self.comm_phases() * self._flood_w.sum(1)
             case "coop_se_congest":
                 return self.sent / self.R
             case "consensus_ucb":
