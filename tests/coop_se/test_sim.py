@@ -165,7 +165,9 @@ def test_core_equals_plain_loop_reference(graph: str, m: int, seed: int) -> None
         np.testing.assert_array_equal(sim.knowledge()[r, :, :5].numpy(), np.array(ref["known"]))
 
 
-@pytest.mark.parametrize("algorithm", ["coop_se_congest", "coop_se_logrounds", "consensus_ucb", "flood_ucb"])
+@pytest.mark.parametrize(
+    "algorithm", ["coop_se_congest", "coop_se_logrounds", "coop_se_logsize", "consensus_ucb", "flood_ucb"]
+)
 def test_state_dict_round_trip_resumes_exactly(algorithm: str, tmp_path) -> None:
     """Every variant's state (ring, snapshots, consensus estimates, congest FIFO queues) survives a weights_only
     save/load into a fresh, unattached simulator, and the resumed run equals the uninterrupted one."""

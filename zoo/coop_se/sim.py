@@ -420,9 +420,13 @@ class CoopBanditSim(nn.Module):
         self._cL = self.cL
         self._tree = spanning_tree(self.adjacency.numpy(), self.D.numpy()) if self.attached else np.zeros((m, m), bool)
         self._tree_f = self._tree.astype(np.float64)
-        # logrounds: a snapshot floods hop by hop, so its messages move in the rounds t_j .. t_j + diameter - 1
-        self._snap_hops = 1 if self.snapshot_delay == "zero" else max(self.diameter, 1)
         self._load = None  # flood_edge_load, computed on first use
+        # logrounds: a snapshot floods hop by hop, so its messages move in the rounds t_j .. t_j + hops - 1: hops is
+        # the diameter on a tree, one more where equidistant agents still forward copies to each other (odd cycle)
+        self._snap_hops = 1
+        if self.algorithm == "coop_se_logrounds" and self.snapshot_delay != "zero" and self.attached and m > 1:
+            self._load = flood_edge_load(self.adjacency.numpy(), self.D.numpy())
+            self._snap_hops = int(np.nonzero(self._load.sum((0, 1)))[0].max()) + 1
 
     def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any, **kwargs: Any) -> None:
         # adopt the saved shapes (the ring's W and the per-algorithm buffers are sized by the graph)
@@ -699,7 +703,7 @@ class CoopBanditSim(nn.Module):
         t = int(self.t)
         if self.algorithm in ("se", "no_comm") or self.m == 1 or t == 0:
             return 0
-        if getattr(self, "_load", None) is None:
+        if self._load is None:
             self._load = flood_edge_load(self.adjacency.numpy(), self.D.numpy())
         load = self._load
         match self.algorithm:
