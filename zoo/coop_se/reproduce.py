@@ -8,8 +8,8 @@ e.g.
 ``zoo fit -c configs/coop_se/complete.yaml --data.init_args.m=4 --data.init_args.n_replicas=3``. The runs use the
 vectorised core (``CoopBanditSim``, no Trainer). ``--quick`` keeps T, the seeds and every asserted claim, and drops
 only the unasserted per-edge ``congest`` run and the two UCB baselines (info rows). The claims are computed from the
-runs' numbers by :func:`claims` alone, so ``tests/coop_se/test_claims.py`` feeds each one perturbed numbers and sees it
-fail.
+runs' numbers by :func:`claims` alone, so ``tests/coop_se/test_reproduce.py`` feeds each one perturbed numbers and
+sees it fail.
 """
 
 from __future__ import annotations
