@@ -13,7 +13,7 @@ MANIFEST = Manifest(
     config="configs/coop_se/default.yaml",
     status="done",
     status_note=(
-        "(issues #9, #22); `zoo reproduce coop_se`: 19/19 asserted claims hold, `--quick` 19/19 (54 s on 2 "
+        "(issues #9, #22); `zoo reproduce coop_se`: 19/19 asserted claims hold, `--quick` 19/19 (26 s on 2 "
         "shared cores); mean individual regret 1830 (m 1) → 291 (m 8) → 152 (m 16), slope −0.93, path vs "
         "complete within 1%, no communication 6.8× Coop-SE; log-size messages (reconstructed, aggregated on a "
         "spanning tree): 39 bits per edge per round (1.99·log₂mAT) at 1.006× Coop-SE's regret; log-rounds: 15 "
