@@ -106,6 +106,13 @@ BAD_INPUTS = [
     ("bandwidth_0", ["--model.init_args.bandwidth=0"], "--model.init_args.bandwidth=0: expected an integer >= 1"),
     ("congest_own_delay", ["--model.init_args.algorithm=coop_se_congest", "--model.init_args.own_delay=2"],
      "--model.init_args.own_delay=2: coop_se_congest supports own_delay=1 only"),
+    ("logsize_own_delay", ["--model.init_args.algorithm=coop_se_logsize", "--model.init_args.own_delay=2"],
+     "--model.init_args.own_delay=2: coop_se_logsize supports own_delay=1 only"),
+    ("messages_per_edge_0", ["--model.init_args.messages_per_edge=0"],
+     "--model.init_args.messages_per_edge=0: expected an integer >= 1"),
+    ("messages_per_edge_above_arms", ["--model.init_args.messages_per_edge=6"],
+     "--model.init_args.messages_per_edge=6: expected at most n_arms=5 (one aggregated message per arm and edge is "
+     "already the whole state)"),
     ("cycle_of_2", ["--data.init_args.graph=cycle", "--data.init_args.m=2"],
      "--data.init_args.m=2: a cycle needs m >= 3 (use graph: path)"),
     ("se_on_8_agents", ["--model.init_args.algorithm=se"],

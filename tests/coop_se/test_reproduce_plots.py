@@ -40,5 +40,5 @@ def test_plots_are_titled_and_every_regret_curve_shows(tmp_path: Path, monkeypat
     for title, _, _ in seen.values():
         assert title.startswith("coop_se:") and "lower is better" in title and "T = 20000" in title
     _, labels, styles = seen["coop_se_regret_curves.png"]
-    assert labels == ["path m=1", "path m=8", "complete m=8", "no_comm m=8", "logrounds m=8"]
-    assert len(styles) == 5  # five curves, five (marker, line style) pairs
+    assert labels == ["path m=1", "path m=8", "complete m=8", "no_comm m=8", "logsize m=8", "logrounds m=8"]
+    assert len(styles) == 6  # six curves, six (marker, line style) pairs

@@ -38,7 +38,8 @@ class CooperativeBanditModule(ZooModule):
     """Coop-SE and its baselines as a training-free LightningModule (card ``coop_se``).
 
     Args:
-        algorithm: ``coop_se`` (flooding), ``coop_se_congest`` (per-edge bandwidth; reconstruction),
+        algorithm: ``coop_se`` (flooding), ``coop_se_logsize`` (aggregated log-size messages on a spanning tree;
+            reconstruction), ``coop_se_congest`` (per-edge bandwidth; reconstruction),
             ``coop_se_logrounds`` (snapshots at rounds 2^j; our guess), ``se`` (m=1), ``no_comm``, ``flood_ucb`` or
             ``consensus_ucb`` (the zoo's simplification of coop-UCB2, not the published index).
         c: radius constant of ``sqrt(c·L/n)`` (card: 2; unverified).
@@ -51,6 +52,8 @@ class CooperativeBanditModule(ZooModule):
         own_delay: rounds before an agent's own sample is usable (card convention: 1).
         bandwidth: ``coop_se_congest``: one-sample messages per directed edge per round.
         snapshot_delay: ``coop_se_logrounds``: snapshot usable after ``diameter`` (default) or ``zero`` rounds.
+        messages_per_edge: ``coop_se_logsize``: aggregated ``(arm, count, sum)`` messages per directed spanning-tree
+            edge per round (1..n_arms; reconstruction, default 1).
     """
 
     monitor: ClassVar[str] = "train/regret_mean"
@@ -61,20 +64,23 @@ class CooperativeBanditModule(ZooModule):
     def __init__(self, algorithm: Algorithm = "coop_se", c: float = 2.0, rounds_per_step: int = 1000,
                  n_replicas: int = 1, n_agents: int = 8, n_arms: int = 5, log_arg: LogArg = "mAT",
                  selection: Selection = "fewest_samples", own_delay: int = 1, bandwidth: int = 1,
-                 snapshot_delay: SnapshotDelay = "diameter") -> None:  # fmt: skip
+                 snapshot_delay: SnapshotDelay = "diameter", messages_per_edge: int = 1) -> None:  # fmt: skip
         checks.integer(checks.model("rounds_per_step"), rounds_per_step)
-        validate(algorithm, n_replicas, n_agents, n_arms, c, log_arg, selection, own_delay, bandwidth, snapshot_delay)
+        validate(algorithm, n_replicas, n_agents, n_arms, c, log_arg, selection, own_delay, bandwidth, snapshot_delay,
+                 messages_per_edge)  # fmt: skip
         self.algorithm, self.c, self.rounds_per_step = algorithm, c, int(rounds_per_step)
         self.n_replicas, self.n_agents, self.n_arms = int(n_replicas), int(n_agents), int(n_arms)
         self.log_arg, self.selection, self.own_delay = log_arg, selection, int(own_delay)
         self.bandwidth, self.snapshot_delay = int(bandwidth), snapshot_delay
+        self.messages_per_edge = int(messages_per_edge)
         super().__init__()
         self.automatic_optimization = False
 
     def configure_models(self) -> None:
         """The simulator (state in buffers; no parameters)."""
         self.sim = CoopBanditSim(self.algorithm, self.n_replicas, self.n_agents, self.n_arms, self.c, self.log_arg,
-                                 self.selection, self.own_delay, self.bandwidth, self.snapshot_delay)  # fmt: skip
+                                 self.selection, self.own_delay, self.bandwidth, self.snapshot_delay,
+                                 self.messages_per_edge)  # fmt: skip
         self.model = self.sim
 
     def setup(self, stage: str) -> None:

@@ -34,7 +34,8 @@ def reference_coop_se(adjacency: list[list[int]], means: list[float], T: int, se
 
     Returns:
         ``{"pulls": [[arm per agent] per round], "regret": [per agent], "messages": [sent per agent],
-        "known": [[n_v per arm] per agent] at the end, "per_sample": {(origin, round): messages}}``.
+        "known": [[n_v per arm] per agent] at the end, "per_sample": {(origin, round): messages},
+        "edge_round_max": most messages queued on one directed edge in one round}``.
     """
     m, A = len(adjacency), len(means)
     nbrs = [[u for u in range(m) if adjacency[v][u]] for v in range(m)]
@@ -49,6 +50,7 @@ def reference_coop_se(adjacency: list[list[int]], means: list[float], T: int, se
     regret = [0.0] * m
     messages = [0] * m
     per_sample: dict[tuple[int, int], int] = {}
+    edge_round_max = 0
     history = []
     tape: dict[tuple[int, int, int], list[float]] = {}
     pulls_of = [[0] * A for _ in range(m)]
@@ -101,9 +103,13 @@ def reference_coop_se(adjacency: list[list[int]], means: list[float], T: int, se
             last_seen[v][v] = t
             for w in nbrs[v]:
                 new_out.append((v, w, (v, t, arm, reward)))
-        for sender, _, sample in new_out:
+        on_edge: dict[tuple[int, int], int] = {}
+        for sender, receiver, sample in new_out:
             messages[sender] += 1
+            on_edge[(sender, receiver)] = on_edge.get((sender, receiver), 0) + 1
             if count_round and sample[1] == count_round:
                 per_sample[(sample[0], sample[1])] = per_sample.get((sample[0], sample[1]), 0) + 1
+        edge_round_max = max([edge_round_max, *on_edge.values()])
         outbox = new_out
-    return {"pulls": history, "regret": regret, "messages": messages, "known": n, "per_sample": per_sample}
+    return {"pulls": history, "regret": regret, "messages": messages, "known": n, "per_sample": per_sample,
+            "edge_round_max": edge_round_max}  # fmt: skip

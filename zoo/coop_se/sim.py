@@ -18,6 +18,11 @@ Algorithms (``algorithm``):
 
 - ``coop_se``: successive elimination on the flooded knowledge (eliminate ``a`` when ``UCB_a < max_{b∈Act} LCB_b``,
   never re-added; pull the active arm with the fewest known samples, ties to the lowest index);
+- ``coop_se_logsize``: the same rule on what aggregated messages delivered over a BFS spanning tree: every round each
+  directed tree edge ``v → w`` carries ``messages_per_edge`` messages ``(arm, count, sum)``, the cumulative totals of
+  that arm over ``v``'s side of the tree (own samples plus the latest totals ``v`` holds from its other tree
+  neighbours), arms in round-robin order; each message has ``O(log(mAT))`` bits (our reconstruction of the paper's
+  log-size messages; with ``messages_per_edge = A`` on a tree it plays exactly ``coop_se``);
 - ``coop_se_congest``: the same rule on what per-edge FIFO queues delivered, at most ``bandwidth`` one-sample messages
   per directed edge per round (a per-edge Python loop; our reconstruction);
 - ``coop_se_logrounds``: communication only at rounds ``2^j``, where every agent floods its own per-arm aggregates;
@@ -48,7 +53,9 @@ from torch import Tensor, nn
 
 from zoo.core import checks
 
-Algorithm = Literal["coop_se", "coop_se_congest", "coop_se_logrounds", "se", "no_comm", "flood_ucb", "consensus_ucb"]
+Algorithm = Literal[
+    "coop_se", "coop_se_logsize", "coop_se_congest", "coop_se_logrounds", "se", "no_comm", "flood_ucb", "consensus_ucb"
+]
 LogArg = Literal["mAT", "AT", "T"]
 Selection = Literal["fewest_samples", "round_robin_index"]
 SnapshotDelay = Literal["diameter", "zero"]
@@ -60,18 +67,22 @@ ALGORITHMS: tuple[str, ...] = Algorithm.__args__
 
 
 def validate(algorithm: Any, n_replicas: Any, n_agents: Any, n_arms: Any, c: Any, log_arg: Any, selection: Any,
-             own_delay: Any, bandwidth: Any, snapshot_delay: Any) -> None:  # fmt: skip
+             own_delay: Any, bandwidth: Any, snapshot_delay: Any, messages_per_edge: Any = 1) -> None:  # fmt: skip
     """Check the simulator's options, naming each ``--model.init_args`` flag (issue #19: before anything is built)."""
     for key, value, allowed in (("algorithm", algorithm, ALGORITHMS), ("log_arg", log_arg, LogArg.__args__),
                                 ("selection", selection, Selection.__args__),
                                 ("snapshot_delay", snapshot_delay, SnapshotDelay.__args__)):  # fmt: skip
         checks.choice(checks.model(key), value, allowed)
     for key, value, low in (("n_replicas", n_replicas, 1), ("n_agents", n_agents, 1), ("n_arms", n_arms, 2),
-                            ("own_delay", own_delay, 1), ("bandwidth", bandwidth, 1)):  # fmt: skip
+                            ("own_delay", own_delay, 1), ("bandwidth", bandwidth, 1),
+                            ("messages_per_edge", messages_per_edge, 1)):  # fmt: skip
         checks.integer(checks.model(key), value, low)
     checks.positive(checks.model("c"), c)
-    if algorithm == "coop_se_congest" and own_delay != 1:
-        raise ValueError(f"--model.init_args.own_delay={own_delay}: coop_se_congest supports own_delay=1 only")
+    if algorithm in ("coop_se_congest", "coop_se_logsize") and own_delay != 1:
+        raise ValueError(f"--model.init_args.own_delay={own_delay}: {algorithm} supports own_delay=1 only")
+    if messages_per_edge > n_arms:
+        raise ValueError(f"--model.init_args.messages_per_edge={messages_per_edge}: expected at most n_arms={n_arms} "
+                         "(one aggregated message per arm and edge is already the whole state)")  # fmt: skip
 
 
 def noise_block(seed: int, replica: int, agent: int, arm: int, block: int, gaussian: bool) -> Tensor:
@@ -112,8 +123,48 @@ def message_bits(m: int, T: int, A: int, gaussian: bool) -> int:
     return _clog2(m) + _clog2(T) + _clog2(A) + (32 if gaussian else 1)
 
 
+def logsize_message_bits(m: int, T: int, A: int, gaussian: bool) -> int:
+    """Bits of one ``coop_se_logsize`` message ``(arm, count, sum)``.
+
+    ``⌈log₂A⌉ + ⌈log₂(mT+1)⌉`` plus ``⌈log₂(mT+1)⌉`` for a Bernoulli sum (an integer <= the count) or 64 for a
+    Gaussian sum (float64).
+    A count is a total over at most ``m`` agents and ``T`` rounds, so it fits ``⌈log₂(mT+1)⌉`` bits; the simulator
+    records the largest count and sum actually sent (``value_max_count``, ``value_max_sum``) so the fit is checked.
+    """
+    count = _clog2(m * T + 1)
+    return _clog2(A) + count + (64 if gaussian else count)
+
+
 def _clog2(x: int) -> int:
     return int(math.ceil(math.log2(x))) if x > 1 else 0
+
+
+def relay_sender(adjacency: np.ndarray, D: np.ndarray, v: int, u: int) -> int:
+    """The neighbour from which ``v`` first accepts origin ``u``'s messages when flooding.
+
+    The lowest-index neighbour one hop closer to ``u`` (unique on a tree and on ``K_m``).
+    """
+    return next(x for x in range(adjacency.shape[0]) if adjacency[v, x] > 0 and D[x, u] == D[v, u] - 1)
+
+
+def flood_edge_load(adjacency: np.ndarray, D: np.ndarray) -> np.ndarray:
+    """``load[v, w, k]``: messages of origins at distance ``k`` from ``v`` that ``v`` forwards to neighbour ``w``.
+
+    Flooding forwards every message to all neighbours except the one it was accepted from (:func:`relay_sender`), so
+    in steady state the directed edge ``v → w`` carries ``Σ_k load[v, w, k]`` one-sample messages per round (one per
+    origin whose samples ``v`` relays to ``w``); a ``coop_se_logrounds`` snapshot puts ``load[v, w, k]`` on it in its
+    ``k``-th hop.
+    """
+    m = adjacency.shape[0]
+    diameter = int(D.max()) if m else 0
+    load = np.zeros((m, m, diameter + 1), dtype=np.int64)
+    for v in range(m):
+        for u in range(m):
+            sender = -1 if u == v else relay_sender(adjacency, D, v, u)
+            for w in range(m):
+                if adjacency[v, w] > 0 and w != sender:
+                    load[v, w, D[v, u]] += 1
+    return load
 
 
 def flood_weights(adjacency: Tensor) -> Tensor:
@@ -128,6 +179,29 @@ def flood_weights(adjacency: Tensor) -> Tensor:
     w = (deg[:, None] - 1.0).expand(m, m).clone()
     w.diagonal().copy_(deg)
     return w
+
+
+def spanning_tree(adjacency: np.ndarray, D: np.ndarray) -> np.ndarray:
+    """BFS spanning tree rooted at agent 0: ``(m, m)`` bool symmetric adjacency.
+
+    Each agent ``v > 0`` keeps the edge to its parent, the lowest-index neighbour one hop closer to agent 0
+    (``D[0, u] = D[0, v] − 1``); a tree graph is its own spanning tree. In CONGEST a BFS tree is built in
+    ``O(diameter)`` rounds before play; the simulator takes it as given (reconstruction, see ``coop_se_logsize``).
+    """
+    m = adjacency.shape[0]
+    tree = np.zeros((m, m), dtype=bool)
+    for v in range(1, m):
+        parent = next(u for u in range(m) if adjacency[v, u] > 0 and D[0, u] == D[0, v] - 1)
+        tree[v, parent] = tree[parent, v] = True
+    return tree
+
+
+def logsize_arms(t: int, k: int, A: int) -> list[int]:
+    """Arms whose totals cross every tree edge in round ``t`` (``coop_se_logsize``).
+
+    ``k`` arms in round-robin order, ``(t − 1)·k + j mod A`` for ``j < k`` (all arms every round when ``k = A``).
+    """
+    return sorted({((t - 1) * k + j) % A for j in range(k)})
 
 
 def decide_se(
@@ -190,15 +264,19 @@ class CoopBanditSim(nn.Module):
             ``own_delay + d`` rounds after it was drawn.
         bandwidth: ``coop_se_congest``: one-sample messages per directed edge per round.
         snapshot_delay: ``coop_se_logrounds``: snapshots usable after ``diameter`` (default) or ``zero`` extra rounds.
+        messages_per_edge: ``coop_se_logsize``: aggregated ``(arm, count, sum)`` messages per directed tree edge per
+            round (1..A; default 1).
     """
 
     def __init__(self, algorithm: str = "coop_se", n_replicas: int = 1, n_agents: int = 1, n_arms: int = 2,
                  c: float = 2.0, log_arg: str = "mAT", selection: str = "fewest_samples", own_delay: int = 1,
-                 bandwidth: int = 1, snapshot_delay: str = "diameter") -> None:  # fmt: skip
+                 bandwidth: int = 1, snapshot_delay: str = "diameter", messages_per_edge: int = 1) -> None:  # fmt: skip
         super().__init__()
-        validate(algorithm, n_replicas, n_agents, n_arms, c, log_arg, selection, own_delay, bandwidth, snapshot_delay)
+        validate(algorithm, n_replicas, n_agents, n_arms, c, log_arg, selection, own_delay, bandwidth, snapshot_delay,
+                 messages_per_edge)  # fmt: skip
         self.algorithm, self.c, self.log_arg, self.selection = algorithm, float(c), log_arg, selection
         self.own_delay, self.bandwidth, self.snapshot_delay = int(own_delay), int(bandwidth), snapshot_delay
+        self.messages_per_edge = int(messages_per_edge)
         R, m, A = n_replicas, n_agents, n_arms
         self.R, self.m, self.A = R, m, A
         f64, i64 = torch.float64, torch.int64
@@ -223,6 +301,9 @@ class CoopBanditSim(nn.Module):
         self.register_buffer("snaps", torch.zeros(0, dtype=f64))  # logrounds snapshots (K, R, m, 2A)
         self.register_buffer("sent", torch.zeros(m, dtype=f64))  # congest: messages sent per agent
         self.register_buffer("edge_peak", torch.zeros((), dtype=i64))  # congest: max messages on an edge in a round
+        self.register_buffer("edges", torch.zeros(0, dtype=f64))  # logsize: (R, m receiver, m sender, 2A) latest totals
+        self.register_buffer("value_peak", torch.zeros(2, dtype=f64))  # logsize: largest count and sum sent
+        self.register_buffer("moved", torch.zeros((), dtype=i64))  # rounds in which some message moved (measured)
         self._queues: dict[tuple[int, int, int], deque] = {}
         self._seen: Tensor | None = None
         self._tape: np.ndarray | None = None
@@ -306,6 +387,10 @@ class CoopBanditSim(nn.Module):
         self.snaps = torch.zeros(K, R, m, 2 * A, dtype=f64)
         self.sent = torch.zeros(m, dtype=f64)
         self.edge_peak = torch.zeros((), dtype=torch.int64)
+        self.edges = torch.zeros(R, m, m, 2 * A, dtype=f64) if self.algorithm == "coop_se_logsize" \
+            else torch.zeros(0, dtype=f64)  # fmt: skip
+        self.value_peak = torch.zeros(2, dtype=f64)
+        self.moved = torch.zeros((), dtype=torch.int64)
         self._queues = {(r, a, b): deque() for r in range(R) for a in range(m) for b in range(m)
                         if self.adjacency[a, b] > 0}  # fmt: skip
         self._seen = torch.zeros(R, m, m, self.T + 1, dtype=torch.bool) if self.algorithm == "coop_se_congest" \
@@ -333,6 +418,15 @@ class CoopBanditSim(nn.Module):
         self._flood_w = flood_weights(self.adjacency)
         self._nbrs = [torch.nonzero(self.adjacency[v] > 0).flatten().tolist() for v in range(m)]
         self._cL = self.cL
+        self._tree = spanning_tree(self.adjacency.numpy(), self.D.numpy()) if self.attached else np.zeros((m, m), bool)
+        self._tree_f = self._tree.astype(np.float64)
+        self._load = None  # flood_edge_load, computed on first use
+        # logrounds: a snapshot floods hop by hop, so its messages move in the rounds t_j .. t_j + hops - 1: hops is
+        # the diameter on a tree, one more where equidistant agents still forward copies to each other (odd cycle)
+        self._snap_hops = 1
+        if self.algorithm == "coop_se_logrounds" and self.snapshot_delay != "zero" and self.attached and m > 1:
+            self._load = flood_edge_load(self.adjacency.numpy(), self.D.numpy())
+            self._snap_hops = int(np.nonzero(self._load.sum((0, 1)))[0].max()) + 1
 
     def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any, **kwargs: Any) -> None:
         # adopt the saved shapes (the ring's W and the per-algorithm buffers are sized by the graph)
@@ -368,7 +462,8 @@ class CoopBanditSim(nn.Module):
 
         numpy's per-call overhead on these tiny arrays is a fraction of torch's.
         """
-        names = ("ring", "active", "elim_round", "regret", "last", "curve", "best_elim", "aux", "snaps", "t")
+        names = ("ring", "active", "elim_round", "regret", "last", "curve", "best_elim", "aux", "snaps", "t", "edges",
+                 "value_peak", "moved")  # fmt: skip
         return {name: getattr(self, name).numpy() for name in names}
 
     def _noise_for(self, pull: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -413,6 +508,8 @@ class CoopBanditSim(nn.Module):
                 return own + snap.sum(1, keepdims=True) - snap
             case "coop_se_congest" | "consensus_ucb":
                 return V["aux"].copy()
+            case "coop_se_logsize":  # own samples through t - 1 + the latest totals held from each tree neighbour
+                return ring[:, max(t - 1, 0) % W] + V["edges"].sum(2)
         raise AssertionError(self.algorithm)
 
     def knowledge(self) -> Tensor:
@@ -479,10 +576,43 @@ class CoopBanditSim(nn.Module):
                     V["snaps"][t.bit_length() - 1] = cur
             case "coop_se_congest":
                 self._congest_round(t, pull, reward)
+            case "coop_se_logsize":
+                self._logsize_round(V, t, prev)
+        if self._moves(t):
+            V["moved"] += 1
         V["t"][...] = t
         if t in self._curve_set:
             V["curve"][..., self._curve_t_np == t] = V["regret"][..., None]
         return pull
+
+    def _moves(self, t: int) -> bool:
+        """Whether some message moves on some edge in round ``t`` (counted into ``moved``)."""
+        if self.m == 1 or self.algorithm in ("se", "no_comm"):
+            return False
+        if self.algorithm == "coop_se_logrounds":  # snapshot j floods during rounds 2^j .. 2^j + hops - 1
+            return t - (1 << (t.bit_length() - 1)) < self._snap_hops  # the latest snapshot round 2^j <= t decides
+        return True  # every other variant sends every round
+
+    def _logsize_round(self, V: dict[str, np.ndarray], t: int, prev: np.ndarray) -> None:
+        """Aggregated messages on the spanning tree, delivered in round ``t`` (after the pulls, usable from ``t + 1``).
+
+        ``v → w`` carries, for the round's arms, ``v``'s own totals through ``t − 1`` (``prev``) plus the totals it
+        holds from its tree neighbours other than ``w`` (delivered in round ``t − 1``). A message composed at the end of
+        round ``t − 1`` thus crosses the edge in round ``t``: the timing of flooding (one round per hop).
+        """
+        E = V["edges"]  # E[r, w, v] = latest totals w holds from v (zero off the tree)
+        A = self.A
+        send = (prev + E.sum(2))[:, :, None, :] - E  # send[r, v, w] = C_{v->w}: all v holds but what w sent it
+        arms = logsize_arms(t, self.messages_per_edge, A)
+        cols = arms + [A + a for a in arms]
+        tree = self._tree
+        E[..., cols] = np.where(tree[None, :, :, None], send.transpose(0, 2, 1, 3)[..., cols], 0.0)
+        if tree.any():
+            sent = send[:, tree][..., cols]  # (R, edges, 2k)
+            k = len(arms)
+            peak = V["value_peak"]
+            peak[0] = max(peak[0], float(sent[..., :k].max()))
+            peak[1] = max(peak[1], float(np.abs(sent[..., k:]).max()))
 
     def _congest_round(self, t: int, pull: np.ndarray, reward: np.ndarray) -> None:
         """Per-edge FIFO delivery (``bandwidth`` per directed edge), then the round's own samples enter the queues."""
@@ -539,11 +669,13 @@ class CoopBanditSim(nn.Module):
                 # a sample of origin u drawn at round s is forwarded by v at round s + D[v, u] (<= t)
                 return ((t - self.D).clamp(min=0).to(torch.float64) * self._flood_w).sum(1)
             case "coop_se_logrounds":
-                return self.comm_rounds() * self._flood_w.sum(1)
+                return self.comm_phases() * self._flood_w.sum(1)
             case "coop_se_congest":
                 return self.sent / self.R
             case "consensus_ucb":
                 return t * self.adjacency.sum(1)
+            case "coop_se_logsize":
+                return t * float(self.messages_per_edge) * torch.from_numpy(self._tree_f.sum(1))
         return torch.zeros(self.m, dtype=torch.float64)
 
     def bits_per_message(self) -> int:
@@ -556,22 +688,64 @@ class CoopBanditSim(nn.Module):
                 return _clog2(m) + A * (_clog2(T + 1) + (64 if self.gaussian else _clog2(T + 1)))
             case "consensus_ucb":  # (n̂, ŝ) as float64 per arm
                 return 2 * A * 64
+            case "coop_se_logsize":
+                return logsize_message_bits(m, T, A, self.gaussian)
         return message_bits(m, T, A, self.gaussian)
 
-    def comm_rounds(self) -> int:
-        """Rounds in which some message was sent."""
+    def messages_per_edge_round(self) -> int:
+        """Most messages that crossed one directed edge in one round so far (0 without communication).
+
+        ``coop_se``/``flood_ucb``: the relay rule's steady load (:func:`flood_edge_load`; reached once
+        ``t > diameter``); ``coop_se_logsize``: ``messages_per_edge`` on every tree edge; ``coop_se_congest``: the
+        queues' peak; ``coop_se_logrounds``: the largest sum of hop loads of the snapshots flooding in one round;
+        ``consensus_ucb``: one (n̂, ŝ) message per edge.
+        """
         t = int(self.t)
         if self.algorithm in ("se", "no_comm") or self.m == 1 or t == 0:
             return 0
-        if self.algorithm == "coop_se_logrounds":
+        if self._load is None:
+            self._load = flood_edge_load(self.adjacency.numpy(), self.D.numpy())
+        load = self._load
+        match self.algorithm:
+            case "coop_se" | "flood_ucb":
+                return int(load[..., : min(t, self.diameter + 1)].sum(-1).max())
+            case "coop_se_logsize":
+                return self.messages_per_edge
+            case "coop_se_congest":
+                return int(self.edge_peak)
+            case "consensus_ucb":
+                return 1
+        # logrounds: hop k of snapshot j moves in round 2^j + k (k < hops)
+        hops = self._snap_hops
+        peak = 0
+        for r in range(1, t + 1):
+            if not self._moves(r):
+                continue
+            now = np.zeros(load.shape[:2], dtype=np.int64)
+            for j in range(r.bit_length()):
+                k = r - (1 << j)
+                if 0 <= k < hops:
+                    now += load[..., k] if hops > 1 else load.sum(-1)
+            peak = max(peak, int(now.max()))
+        return peak
+
+    def comm_rounds(self) -> int:
+        """Rounds in which some message moved on some edge (counted round by round during play)."""
+        return int(self.moved)
+
+    def comm_phases(self) -> int:
+        """``coop_se_logrounds``: snapshots taken so far (⌊log₂t⌋ + 1); other variants: :meth:`comm_rounds`."""
+        t = int(self.t)
+        if self.algorithm == "coop_se_logrounds" and self.m > 1 and t > 0:
             return int(math.floor(math.log2(t))) + 1
-        return t
+        return self.comm_rounds()
 
     def metrics(self) -> dict[str, float]:
         """Scalar summaries (means over replicas): regret, communication, active sets, eliminations."""
         reg = self.regret
         msgs = self.messages_per_agent()
         bits = self.bits_per_message()
+        edge_msgs = self.messages_per_edge_round()
         out = {
             "regret_mean": float(reg.mean(1).mean()),
             "regret_max": float(reg.amax(1).mean()),
@@ -580,6 +754,11 @@ class CoopBanditSim(nn.Module):
             "bits_per_message_max": float(bits),
             "bits_total": float(msgs.sum() * bits),
             "comm_rounds": float(self.comm_rounds()),
+            "comm_phases": float(self.comm_phases()),
+            "msgs_per_edge_round_max": float(edge_msgs),
+            "bits_per_edge_round_max": float(edge_msgs * bits),
+            "value_max_count": float(self.value_peak[0]),
+            "value_max_sum": float(self.value_peak[1]),
             "active_size": float(self.active.sum(-1).double().mean()),
             "best_arm_eliminations": float(self.best_elim.sum()),
             "round": float(self.t),
