@@ -36,6 +36,40 @@ def test_loss_is_ce_on_response_tokens_only() -> None:
     assert mask.sum() == (batch["attention_mask"].sum() - batch["prompt_len"].sum())
 
 
+def test_loss_override_gets_the_per_sample_response_ce() -> None:
+    """``loss_override`` (the per-sample hook of sample isolation and ABL) receives each sample's mean response CE:
+    the hand-computed per-sample values, whose token-weighted mean is the plain loss; it acts only in training and
+    refuses DeCE (catches a batch-mean passed as per-sample, or an override leaking into evaluation)."""
+    dm = _dm()
+    m = InstructionLMModule(vocab_size=dm.vocab_size, **TINY)
+    batch = next(iter(dm.train_dataloader()))
+    logits = m(batch["input_ids"], batch["attention_mask"])
+    labels = batch["labels"]
+    want = []
+    for i in range(len(labels)):
+        keep = labels[i, 1:] != -100
+        want.append(torch.nn.functional.cross_entropy(logits[i, :-1][keep], labels[i, 1:][keep]))
+    seen: dict[str, torch.Tensor] = {}
+
+    def override(b: dict, ce: torch.Tensor) -> torch.Tensor:
+        seen["ce"], seen["index"] = ce, b["index"]
+        return 2.0 * ce.sum()
+
+    m.loss_override = override
+    plain = m.eval().compute_loss(batch)["loss"]  # evaluation: the plain loss, the override untouched
+    assert not seen
+    loss = m.train().compute_loss(batch)["loss"]
+    torch.testing.assert_close(seen["ce"], torch.stack(want))
+    torch.testing.assert_close(loss, 2.0 * torch.stack(want).sum())
+    counts = (labels[:, 1:] != -100).sum(1).float()
+    torch.testing.assert_close((seen["ce"] * counts).sum() / counts.sum(), plain)
+    assert torch.equal(seen["index"], batch["index"])
+    d = InstructionLMModule(vocab_size=dm.vocab_size, loss="dece", **TINY)
+    d.loss_override = override
+    with pytest.raises(ValueError, match="needs loss: ce"):
+        d.train().compute_loss(batch)
+
+
 def test_dece_option_uses_the_epoch() -> None:
     """loss=dece computes DeCE at α = α_base^(epoch + 1) (1-indexed; epoch 0 outside a trainer)."""
     dm = _dm()

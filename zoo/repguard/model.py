@@ -346,3 +346,15 @@ AblateValue = Literal["clean_mean", "zero"]
 def response_ce(logits: Tensor, labels: Tensor) -> Tensor:
     """Cross-entropy on response tokens: ``logits[:, t]`` predicts ``labels[:, t + 1]`` (``-100`` ignored)."""
     return F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), labels[:, 1:].flatten(), ignore_index=-100)
+
+
+def response_ce_per_sample(logits: Tensor, labels: Tensor) -> Tensor:
+    """``(B,)`` mean cross-entropy over each sample's response tokens (0 for a sample without one).
+
+    The per-sample form of :func:`response_ce` (which averages over all response tokens of the batch); what a
+    per-sample reweighting of the loss (sample isolation, ABL) weighs.
+    """
+    target = labels[:, 1:]
+    tokens = F.cross_entropy(logits[:, :-1].transpose(1, 2).float(), target, ignore_index=-100, reduction="none")
+    count = (target != -100).sum(1)
+    return tokens.sum(1) / count.clamp(min=1)

@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
 import torch
@@ -21,7 +22,7 @@ from torch import Tensor
 
 from zoo.core import checks
 from zoo.core.module import ZooModule, adam_kernel
-from zoo.repguard.model import InstructionLM, response_ce
+from zoo.repguard.model import InstructionLM, response_ce, response_ce_per_sample
 
 
 class InstructionLMModule(ZooModule):
@@ -87,6 +88,10 @@ class InstructionLMModule(ZooModule):
         self.loss_kind, self.dece_alpha_base, self.dece_epsilon = loss, dece_alpha_base, dece_epsilon
         self.lr_schedule, self.warmup_steps = lr_schedule, warmup_steps
         super().__init__(lr=lr, weight_decay=weight_decay, pretrained=pretrained)
+        #: A callback's per-sample form of the training loss (sample isolation, ABL): ``f(batch, ce) -> loss`` with
+        #: ``ce`` the ``(B,)`` per-sample response CE of the batch (``batch["index"]`` names the samples). ``None``:
+        #: the plain task loss. Only with ``loss: ce`` (a callback that sets it under DeCE is an error).
+        self.loss_override: Callable[[dict[str, Tensor], Tensor], Tensor] | None = None
 
     def setup(self, stage: str) -> None:
         """Check the datamodule's sequences fit the network's positions (a clear error, not an index error later)."""
@@ -119,6 +124,12 @@ class InstructionLMModule(ZooModule):
     def compute_loss(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
         """Response-token loss of one batch (the forward runs through any hook a callback installed)."""
         logits = self(batch["input_ids"], batch["attention_mask"])
+        if self.loss_override is not None and self.training:
+            if self.loss_kind != "ce":
+                raise ValueError(f"--model.init_args.loss={self.loss_kind}: a callback reweights the per-sample loss "
+                                 "(sample isolation, ABL), which needs loss: ce")  # fmt: skip
+            return {"loss": self.loss_override(batch, response_ce_per_sample(logits, batch["labels"])),
+                    "logits": logits}  # fmt: skip
         return {"loss": self.task_loss(logits, batch["labels"]), "logits": logits}
 
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
