@@ -47,6 +47,8 @@ from datamodules.preference.feature_datamodule import (
     ForgetSelector,
     check_selection_args,
     deprecated_selection,
+    explanation_stats,
+    per_item,
     planted_recall,
 )
 from datamodules.preference.readers import read_candidate_jsonl, read_corrupted_flags
@@ -54,8 +56,8 @@ from zoo.core import checks
 from zoo.core.messages import say
 from zoo.core.protocols import check
 
-Selector = Literal["convex", "knn", "random", "tracin", "representer", "planted", "random_set"]
-SELECTORS = ("convex", "knn", "random", "tracin", "representer", "planted", "random_set")
+Selector = Literal["convex", "knn", "knn_union", "random", "tracin", "planted", "random_set"]
+SELECTORS = ("convex", "knn", "knn_union", "random", "tracin", "planted", "random_set")
 Target = Literal["phi", "phi_minus_sft"]
 
 
@@ -338,11 +340,9 @@ class PreferenceLMDataModule(PhasedDataModule):
                 "n_explained": len(self.items),
                 "n_forget": len(self.forget_idx),
                 "forget_indices": self.forget_idx.tolist(),
-                "per_item": [{"item": e["item"], "indices": e["indices"].tolist()} for e in self.explanations],
+                "per_item": per_item(self.explanations),
             }
         )
-        feasible = [e["feasible"] for e in self.explanations if "feasible" in e]
-        if feasible:
-            info["feasible_rate"] = float(np.mean(feasible))
+        info.update(explanation_stats(self.explanations))
         info.update(planted_recall(self.corrupted, self.forget_idx, self.explanations))
         return info

@@ -73,6 +73,27 @@ def test_forget_set_is_the_explained_union(world_dm: PreferenceDataModule) -> No
     assert info["n_forget"] == len(union) and 0.0 < info["union_recall"] <= 1.0
 
 
+def test_split_info_reports_the_cards_explanation_metrics(world_dm: PreferenceDataModule) -> None:
+    """Issue #22: ``split_info`` reports the feasibility rate, median |S| and median relative residual of the convex
+    explanations (recomputed here from the per-item provenance), and the per-item rows carry residual and use. With
+    ``infeasible: drop`` the forget set is the union of the feasible items only and ``n_used`` counts them."""  # noqa: D205
+    dm = world_dm
+    info = dm.split_info()
+    rows = info["per_item"]
+    residuals = np.array([r["residual"] for r in rows])
+    assert info["feasible_rate"] == pytest.approx(np.mean(residuals <= 0.05))
+    assert info["n_feasible"] == int((residuals <= 0.05).sum())
+    assert info["median_residual"] == pytest.approx(np.median(residuals))
+    assert info["median_size"] == pytest.approx(np.median([len(r["indices"]) for r in rows]))
+    assert info["n_used"] == len(rows) and all(r["used"] for r in rows)
+    drop = PreferenceDataModule(seed=0)
+    drop.setup()
+    drop.attach_original(XRLHFModule(input_dim=drop.input_dim, infeasible="drop"))
+    feasible = [e for e in drop.explanations if e["feasible"]]
+    assert drop.split_info()["n_used"] == len(feasible) == info["n_feasible"]
+    np.testing.assert_array_equal(drop.forget_idx, np.unique(np.concatenate([e["indices"] for e in feasible])))
+
+
 def test_callback_original_and_oracle_equal_the_exact_fits(world_dm: PreferenceDataModule, tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     """Test 5: the callback's original RM is the numpy fit the explanations used, and its retrain oracle equals a
