@@ -1,5 +1,5 @@
-"""`zoo reproduce xrlhf --quick` end to end (slow; CI runs it): claims 1-4 hold as medians over seeds 0-2 (C2's fix-rate part is reported as not reproduced), and the
-table, JSON and plot are written."""
+"""`zoo reproduce xrlhf --quick` end to end (slow; CI runs it): claims 1-4 hold as medians over seeds 0-2 (C2's
+fix-rate part is reported as not reproduced), and the table, JSON and plot are written."""
 
 from __future__ import annotations
 
