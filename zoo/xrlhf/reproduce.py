@@ -1,13 +1,17 @@
 """`zoo reproduce xrlhf`: the card's claims 1-4 on the synthetic preference world, at CPU (numpy) scale.
 
 Per seed, every arm fits its config of ``configs/xrlhf/`` (``ARMS``) through the zoo CLI, the seed as
-``--seed_everything`` and ``--data.init_args.seed``: convex + NegGrad+ (``default``, the method), convex + finetune,
-convex + UAM (ρ 0.1, no projection), the public code's policy-pairs DPO, k-NN, TracIn (= representer points for a
-linear head), per-item random selection, one random set of the convex union's size, and the planted pairs (the
-ground-truth oracle). Each run's ``UnlearningCallback`` also
-trains the retrain oracle on D∖S_all, so "retrain without the selected set" is read off every run. Medians over
-seeds {0, 1, 2}. ``--quick`` keeps the three seeds the claims are defined over (``QUICK_SEEDS``) and drops the
-info-only arms (``INFO_ARMS``). Jobs run in 2 processes.
+``--seed_everything`` and ``--data.init_args.seed``: convex + NegGrad+ (``default``, the method), the same with the
+infeasible explanations left out of ``S_all`` (``drop_infeasible``) and with the exact simplex solver (``exact``),
+convex + finetune, convex + UAM (ρ 0.1, no projection), the public code's policy-pairs DPO (in-sample: trained on the
+evaluation prompts' pairs, no ``S_all``), k-NN matched on the union size (``knn_union``, the C2 baseline), k-NN matched
+per item, TracIn (representer points rank the same for a linear head), per-item random selection, one random set of
+the convex union's size, and the planted pairs (the ground-truth oracle). Each run's ``UnlearningCallback`` also
+trains the retrain oracle on D∖S_all, so "retrain without the selected set" is read off every run. Claims are
+medians over seeds {0, 1, 2}; a comparison of two arms is the median of the per-seed differences (same world).
+:func:`evaluate` computes the claims from the per-run records (the tests feed it perturbed numbers). ``--quick`` keeps
+the three seeds the claims are defined over (``QUICK_SEEDS``) and drops the info-only arms (``INFO_ARMS``). Jobs run
+in 2 processes.
 """
 
 from __future__ import annotations
@@ -153,11 +157,12 @@ def evaluate(results: list[dict[str, Any]], arms: list[str]) -> tuple[list[Claim
               f"medians: oracle {oracle_u['convex']:.3f}, NegGrad+ {final_u['convex']:.3f}"),
         Claim("C4 per-item precision convex / base rate", precision["convex"] / base, ">=", 4.0,
               f"precision {precision['convex']:.3f}, base rate {base:.3f}"),
-        Claim("info: convex (greedy) explanations within τ: feasibility rate", feasible["convex"], ">=", 0.5,
+        Claim("info: convex (greedy) explanations within τ: feasibility rate (card pilot 1-10%)", feasible["convex"],
+              "in", [0.01, 0.10],
               f"median |S| {stats['median_size']['convex']:.1f}, median relative residual "
               f"{stats['median_residual']['convex']:.3f}", asserted=False),
-        Claim("info: convex (exact solver) explanations within τ: feasibility rate", feasible["convex exact"], ">=",
-              0.5, f"median |S| {stats['median_size']['convex exact']:.1f}, median relative residual "
+        Claim("info: convex (exact solver) explanations within τ: feasibility rate (ours)", feasible["convex exact"],
+              ">=", 0.5, f"median |S| {stats['median_size']['convex exact']:.1f}, median relative residual "
               f"{stats['median_residual']['convex exact']:.3f}, |S_all| {n_forget['convex exact']:.0f}",
               asserted=False),
         Claim("info: infeasible dropped: retrain w/o S_all, unsatisfactory fixed", oracle_u["convex drop"], ">=", 0.70,
