@@ -289,6 +289,9 @@ class PreferenceDataModule(PhasedDataModule):
         }  # fmt: skip
         info.update(explanation_stats(self.explanations))
         info.update(planted_recall(self.corrupted, self.forget_idx, self.explanations))
+        if self.unlearn_mode == "policy_pairs":
+            info["note"] = ("policy_pairs: DPO on the evaluation prompts' unlearn/retain pairs (in-sample win rates); "
+                            "S_all (n_forget, union_recall, precision) only feeds the retrain oracle")  # fmt: skip
         return info
 
 
