@@ -282,7 +282,8 @@ def test_policy_pairs_dpo_and_preservation_maths() -> None:
 @pytest.mark.parametrize("mode", ["retrain", "policy_pairs", "keep"])
 def test_strategy_retrain_policy_pairs_and_keep(mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``strategy=retrain`` ends at a fresh BT fit on D∖S_all (test 5, θ within 1e-5); the policy-pairs DPO fixes
-    unsatisfactory prompts (in-sample, which its split says); the preservation term keeps the satisfactory rewards closer than without it."""  # noqa: D205
+    unsatisfactory prompts (in-sample, which its split says); the preservation term keeps the satisfactory rewards
+    closer than without it."""  # noqa: D205
     kwargs = {"unlearn_mode": "policy_pairs"} if mode == "policy_pairs" else {}
     dm = PreferenceDataModule(seed=0, n_train=1000, n_test=500, **kwargs)  # type: ignore[arg-type]
     dm.setup()
