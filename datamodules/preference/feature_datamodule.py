@@ -241,7 +241,7 @@ class PreferenceDataModule(PhasedDataModule):
         if self.phase == "retrain":
             return self._repeat(self._tensor(self.retain_mask))
         if len(self.forget_idx) == 0:
-            raise ValueError("PreferenceDataModule: no unsatisfactory test pair, so the forget set is empty")
+            raise ValueError(empty_forget_message("PreferenceDataModule", self.explanations))
         if self.unlearn_mode == "policy_pairs":
             unlearn, retain = self.policy_pairs()
             as_batch = lambda a: (torch.as_tensor(a, dtype=torch.float64),)  # noqa: E731
@@ -293,6 +293,15 @@ class PreferenceDataModule(PhasedDataModule):
             info["note"] = ("policy_pairs: DPO on the evaluation prompts' unlearn/retain pairs (in-sample win rates); "
                             "S_all (n_forget, union_recall, precision) only feeds the retrain oracle")  # fmt: skip
         return info
+
+
+def empty_forget_message(who: str, explanations: list[dict]) -> str:
+    """Why the forget set is empty: no unsatisfactory item, or ``infeasible: drop`` left every explanation out."""
+    if explanations and not any(e.get("used", True) for e in explanations):
+        return (f"{who}: the forget set is empty: none of the {len(explanations)} explanations is within tau and "
+                "--model.init_args.infeasible=drop leaves the infeasible ones out (use keep, solver=exact or a larger "
+                "tau)")  # fmt: skip
+    return f"{who}: no unsatisfactory test pair, so the forget set is empty"
 
 
 def per_item(explanations: list[dict]) -> list[dict[str, Any]]:

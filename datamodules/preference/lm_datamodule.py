@@ -47,6 +47,7 @@ from datamodules.preference.feature_datamodule import (
     ForgetSelector,
     check_selection_args,
     deprecated_selection,
+    empty_forget_message,
     explanation_stats,
     per_item,
     planted_recall,
@@ -304,7 +305,7 @@ class PreferenceLMDataModule(PhasedDataModule):
         if self.phase == "retrain":
             return self.retain_dataloader()
         if len(self.forget_idx) == 0:
-            raise ValueError("PreferenceLMDataModule: no unsatisfactory test pair, so the forget set is empty")
+            raise ValueError(empty_forget_message("PreferenceLMDataModule", self.explanations))
         retain = self.retain_dataloader()
         forget = self.pair_dataset(self.forget_idx)
         sampler = RandomSampler(forget, replacement=False, num_samples=len(retain) * self.forget_batch_size)

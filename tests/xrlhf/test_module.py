@@ -93,6 +93,17 @@ def test_split_info_reports_the_cards_explanation_metrics(world_dm: PreferenceDa
     np.testing.assert_array_equal(forget, np.unique(np.concatenate([e["indices"] for e in feasible])))
 
 
+def test_dropping_every_infeasible_explanation_names_the_option() -> None:
+    """``infeasible: drop`` with no explanation within τ (τ = 0 on a small world) leaves the forget set empty; the
+    unlearning phase then says which option emptied it, not "no unsatisfactory test pair"."""  # noqa: D205
+    dm = PreferenceDataModule(seed=0, n_train=300, n_test=100, rm_steps=300)
+    dm.setup()
+    dm.attach_original(XRLHFModule(input_dim=dm.input_dim, infeasible="drop", tau=0.0, k_cand=20))
+    assert len(dm.items) > 0 and len(dm.forget_idx) == 0
+    with pytest.raises(ValueError, match=r"none of the \d+ explanations is within tau and .*infeasible=drop"):
+        dm.with_phase("unlearn").train_dataloader()
+
+
 def test_callback_original_and_oracle_equal_the_exact_fits(world_dm: PreferenceDataModule, tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     """Test 5: the callback's original RM is the numpy fit the explanations used, and its retrain oracle equals a
