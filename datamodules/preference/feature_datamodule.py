@@ -36,8 +36,8 @@ from zoo.core import checks
 from zoo.core.protocols import check
 
 #: The deprecated data-side selector (``--model.init_args.selector`` of the xrlhf modules replaces it).
-Selector = Literal["convex", "knn", "random", "tracin", "representer", "planted", "random_set"]
-SELECTORS = ("convex", "knn", "random", "tracin", "representer", "planted", "random_set")
+Selector = Literal["convex", "knn", "knn_union", "random", "tracin", "planted", "random_set"]
+SELECTORS = ("convex", "knn", "knn_union", "random", "tracin", "planted", "random_set")
 Target = Literal["phi", "phi_minus_sft"]
 UnlearnMode = Literal["rm", "policy_pairs"]
 #: The deprecated data-side selection arguments, forwarded to the module's ``select_forget``.
@@ -241,7 +241,7 @@ class PreferenceDataModule(PhasedDataModule):
         if self.phase == "retrain":
             return self._repeat(self._tensor(self.retain_mask))
         if len(self.forget_idx) == 0:
-            raise ValueError("PreferenceDataModule: no unsatisfactory test pair, so the forget set is empty")
+            raise ValueError(empty_forget_message("PreferenceDataModule", self.explanations))
         if self.unlearn_mode == "policy_pairs":
             unlearn, retain = self.policy_pairs()
             as_batch = lambda a: (torch.as_tensor(a, dtype=torch.float64),)  # noqa: E731
@@ -285,22 +285,65 @@ class PreferenceDataModule(PhasedDataModule):
         info |= {
             "n_forget": len(self.forget_idx), "forget_indices": self.forget_idx.tolist(),
             "explain_seconds": self.explain_seconds,
-            "per_item": [{"item": e["item"], "indices": e["indices"].tolist()} for e in self.explanations],
+            "per_item": per_item(self.explanations),
         }  # fmt: skip
+        info.update(explanation_stats(self.explanations))
         info.update(planted_recall(self.corrupted, self.forget_idx, self.explanations))
+        if self.unlearn_mode == "policy_pairs":
+            info["note"] = ("policy_pairs: DPO on the evaluation prompts' unlearn/retain pairs (in-sample win rates); "
+                            "S_all (n_forget, union_recall, precision) only feeds the retrain oracle")  # fmt: skip
         return info
+
+
+def empty_forget_message(who: str, explanations: list[dict]) -> str:
+    """Why the forget set is empty: no unsatisfactory item, or ``infeasible: drop`` left every explanation out."""
+    if explanations and not any(e.get("used", True) for e in explanations):
+        return (f"{who}: the forget set is empty: none of the {len(explanations)} explanations is within tau and "
+                "--model.init_args.infeasible=drop leaves the infeasible ones out (use keep, solver=exact or a larger "
+                "tau)")  # fmt: skip
+    return f"{who}: no unsatisfactory test pair, so the forget set is empty"
+
+
+def per_item(explanations: list[dict]) -> list[dict[str, Any]]:
+    """JSON provenance of every explanation: item, indices and, where the convex selector ran, residual and use."""
+    keys = ("residual", "feasible", "used")
+    return [{"item": e["item"], "indices": e["indices"].tolist()} | {k: e[k] for k in keys if k in e}
+            for e in explanations]  # fmt: skip
+
+
+def explanation_stats(explanations: list[dict]) -> dict[str, float]:
+    """The card's explanation metrics of the convex selection (per item): feasibility, |S| and residual.
+
+    ``feasible_rate``: fraction of the explained items whose convex explanation has relative residual ``≤ τ``;
+    ``median_size``: median ``|S(x̄)|`` of the convex explanations (of the selector's own sets for the per-item
+    baselines, which copy the convex sizes); ``median_residual``: median relative residual
+    ``‖φ̄ − Σα_iΔφ_i‖/‖φ̄‖`` of the convex explanations; ``n_used``: items whose set entered ``S_all``
+    (``infeasible: drop`` leaves the infeasible ones out). Empty for ``planted`` and ``random_set`` (no per-item sets).
+    """
+    rows = [e for e in explanations if "residual" in e]
+    if not rows:
+        return {}
+    return {
+        "n_feasible": int(sum(e["feasible"] for e in rows)),
+        "feasible_rate": float(np.mean([e["feasible"] for e in rows])),
+        "median_size": float(np.median([len(e["indices"]) for e in rows])),
+        "median_residual": float(np.median([e["residual"] for e in rows])),
+        "n_used": int(sum(e.get("used", True) for e in rows)),
+    }
 
 
 def planted_recall(corrupted: np.ndarray | None, forget_idx: np.ndarray, explanations: list[dict]) -> dict[str, float]:
     """Recall of the planted corrupted pairs in the forget set, mean per-item precision and the base rate.
 
+    The per-item precision averages over the explanations that entered ``S_all`` (``"used"``).
+
     Empty when the data carries no corruption flags (a user's file without ``corrupted``).
     """
     if corrupted is None or not corrupted.any():
         return {}
-    per_item = [corrupted[e["indices"]].mean() for e in explanations if len(e["indices"])]
+    precision = [corrupted[e["indices"]].mean() for e in explanations if len(e["indices"]) and e.get("used", True)]
     return {
         "union_recall": float(np.isin(np.flatnonzero(corrupted), forget_idx).mean()),
-        "precision": float(np.mean(per_item)) if per_item else float("nan"),
+        "precision": float(np.mean(precision)) if precision else float("nan"),
         "base_rate": float(corrupted.mean()),
     }

@@ -47,6 +47,9 @@ from datamodules.preference.feature_datamodule import (
     ForgetSelector,
     check_selection_args,
     deprecated_selection,
+    empty_forget_message,
+    explanation_stats,
+    per_item,
     planted_recall,
 )
 from datamodules.preference.readers import read_candidate_jsonl, read_corrupted_flags
@@ -54,8 +57,8 @@ from zoo.core import checks
 from zoo.core.messages import say
 from zoo.core.protocols import check
 
-Selector = Literal["convex", "knn", "random", "tracin", "representer", "planted", "random_set"]
-SELECTORS = ("convex", "knn", "random", "tracin", "representer", "planted", "random_set")
+Selector = Literal["convex", "knn", "knn_union", "random", "tracin", "planted", "random_set"]
+SELECTORS = ("convex", "knn", "knn_union", "random", "tracin", "planted", "random_set")
 Target = Literal["phi", "phi_minus_sft"]
 
 
@@ -302,7 +305,7 @@ class PreferenceLMDataModule(PhasedDataModule):
         if self.phase == "retrain":
             return self.retain_dataloader()
         if len(self.forget_idx) == 0:
-            raise ValueError("PreferenceLMDataModule: no unsatisfactory test pair, so the forget set is empty")
+            raise ValueError(empty_forget_message("PreferenceLMDataModule", self.explanations))
         retain = self.retain_dataloader()
         forget = self.pair_dataset(self.forget_idx)
         sampler = RandomSampler(forget, replacement=False, num_samples=len(retain) * self.forget_batch_size)
@@ -338,11 +341,9 @@ class PreferenceLMDataModule(PhasedDataModule):
                 "n_explained": len(self.items),
                 "n_forget": len(self.forget_idx),
                 "forget_indices": self.forget_idx.tolist(),
-                "per_item": [{"item": e["item"], "indices": e["indices"].tolist()} for e in self.explanations],
+                "per_item": per_item(self.explanations),
             }
         )
-        feasible = [e["feasible"] for e in self.explanations if "feasible" in e]
-        if feasible:
-            info["feasible_rate"] = float(np.mean(feasible))
+        info.update(explanation_stats(self.explanations))
         info.update(planted_recall(self.corrupted, self.forget_idx, self.explanations))
         return info

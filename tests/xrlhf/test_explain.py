@@ -8,8 +8,9 @@ import pytest
 from zoo.xrlhf.explain import (
     ConvexExplainer,
     knn_select,
+    knn_union_select,
     random_select,
-    representer_select,
+    select_forget_set,
     simplex_least_squares,  # fmt: skip
     tracin_select,
 )
@@ -143,13 +144,102 @@ def test_convex_recall_beats_knn_and_random_on_the_world() -> None:
     assert fixed["random"]["unsatisfactory"] <= 0.1
 
 
-def test_gradient_baselines_rank_alike_for_a_linear_head() -> None:
-    """TracIn (gradient-dot) and representer scores differ by the constant 1/(λn) for a linear RM: same top set."""
+def test_representer_points_rank_as_tracin_for_a_linear_head() -> None:
+    """Why there is no representer selector: its score ``α_i^rep·Δφ_iᵀφ̄`` with ``α_i^rep = (1 − σ(θᵀΔφ_i))/(λn)`` is
+    TracIn's times the constant ``1/(λn)``, so the top sets agree on every target (and the two scores are
+    proportional); a selector built from it would duplicate the TracIn arm."""  # noqa: D205
     world = make_world(0, n_train=300, n_test=5)
     theta = fit_bt(world.delta_phi, steps=1000)
-    target = world.test_phi[0, 0]
-    assert tracin_select(world.delta_phi, target, theta, 10).tolist() == representer_select(
-        world.delta_phi, target, theta, 10).tolist()  # fmt: skip
+    sig = 1.0 / (1.0 + np.exp(-(world.delta_phi @ theta)))
+    for target in world.test_phi[:, 0]:
+        representer = (1.0 - sig) / (1e-3 * len(world.delta_phi)) * (world.delta_phi @ target)
+        tracin = (world.delta_phi @ target) * (1.0 - sig)
+        np.testing.assert_allclose(representer, tracin / (1e-3 * len(world.delta_phi)), rtol=1e-12)
+        top = np.argsort(-representer, kind="stable")[:10]
+        assert tracin_select(world.delta_phi, target, theta, 10).tolist() == top.tolist()
+
+
+def _outside_the_near_hull() -> tuple[np.ndarray, np.ndarray]:
+    """Target (1, 1); its 6 nearest comparisons all have x + y > 2.2 (no hull of them holds it); 3 far ones do."""
+    rng = np.random.default_rng(2)
+    near = np.array([1.3, 1.2]) + 0.15 * rng.standard_normal((6, 2))
+    near = near[near.sum(axis=1) > 2.2]
+    far = np.array([[-3.0, 0.0], [0.0, -3.0], [4.0, 4.0]])
+    return np.vstack([near, far]), np.array([1.0, 1.0])
+
+
+def test_exact_solver_widens_past_the_nearest_candidates() -> None:
+    """``solver=exact``: φ̄ is outside the hull of its k_cand nearest, inside the hull of all; the greedy (pool = the
+    nearest k_cand) stays infeasible, the exact solve doubles the window and returns a simplex α with residual 0
+    that uses a far comparison. A solver that never widens, or returns weights off the simplex, fails."""  # noqa: D205
+    points, target = _outside_the_near_hull()
+    k = len(points) - 3
+    greedy = ConvexExplainer(k_cand=2, tau=0.01).fit(points).explain(target)
+    exact = ConvexExplainer(k_cand=2, tau=0.01, solver="exact").fit(points).explain(target)
+    assert not greedy.feasible and greedy.residual > 0.05
+    assert exact.feasible and exact.residual < 1e-8
+    assert (exact.alpha >= 0).all() and abs(exact.alpha.sum() - 1) <= 1e-6
+    assert np.linalg.norm(target - exact.alpha @ points[exact.indices]) / np.linalg.norm(target) == pytest.approx(
+        exact.residual, abs=1e-12)  # fmt: skip
+    assert (exact.indices >= k).any() and len(exact.indices) <= 3  # a far point; Carathéodory d + 1
+    # the hull case of card test 1 and the single-point case of card test 3 hold for the exact solver too
+    out = ConvexExplainer(solver="exact").fit(BASE).explain(TARGET)
+    order = np.argsort(out.indices)
+    assert out.indices[order].tolist() == [0, 1]
+    np.testing.assert_allclose(out.alpha[order], [0.3, 0.7], atol=1e-4)
+    world = make_world(1, n_train=200, n_test=2)
+    one = ConvexExplainer(solver="exact").fit(world.delta_phi).explain(world.delta_phi[17])
+    assert one.indices.tolist() == [17] and one.residual <= 1e-10
+    capped = ConvexExplainer(solver="exact", max_size=2).fit(points).explain(target)
+    assert len(capped.indices) <= 2
+    with pytest.raises(ValueError, match="solver='qp'"):
+        ConvexExplainer(solver="qp")
+
+
+def test_knn_union_matches_the_union_size_and_keeps_per_item_prefixes() -> None:
+    """``knn_union``: each item's set is a prefix of its nearest-first order at least as long as its per-item size,
+    the union has exactly the requested size, and a union already too large is trimmed to it. An implementation that
+    pads with random pairs, or overshoots the size, fails."""  # noqa: D205
+    world = make_world(0, n_train=400, n_test=6)
+    points, targets = world.delta_phi, world.test_phi[:, 0]
+    sizes = [3, 5, 2, 4, 1, 6]
+    per_item = np.unique(np.concatenate([knn_select(points, t, k) for t, k in zip(targets, sizes, strict=True)]))
+    for union_size in (len(per_item) + 17, len(per_item) - 4):
+        sets = knn_union_select(points, targets, sizes, union_size)
+        assert len(np.unique(np.concatenate(sets))) == union_size
+        for t, got in zip(targets, sets, strict=True):
+            assert got.tolist() == knn_select(points, t, len(got)).tolist()
+        lengths = np.array([len(got) for got in sets])
+        if union_size > len(per_item):
+            assert (lengths >= sizes).all() and (lengths > sizes).any()
+        else:
+            assert (lengths <= sizes).all() and (lengths < sizes).any()
+
+
+def test_infeasible_drop_leaves_the_infeasible_items_out_of_s_all() -> None:
+    """``infeasible``: ``keep`` (the card) unions every best-effort set; ``drop`` unions only the feasible items' sets,
+    for the convex selector and for the per-item baselines (matched on the same items); the provenance keeps every
+    item with ``used``. At τ 0.3 the greedy explains some of seed 0's first 12 test responses within τ, not all."""  # noqa: D205
+    world = make_world(0, n_train=600, n_test=12)
+    theta = fit_bt(world.delta_phi, steps=500)
+    rl = rlhf_choice(world.test_phi, world.sft_logits, theta)
+    items = np.arange(12)
+    targets = world.test_phi[items, rl[items]]
+    explainer = ConvexExplainer(tau=0.3).fit(world.delta_phi)
+    convex = [explainer.explain(t) for t in targets]
+    feasible = np.array([e.feasible for e in convex])
+    assert 0 < feasible.sum() < len(feasible)
+    union = lambda sets: np.unique(np.concatenate(sets))  # noqa: E731
+    for selector in ("convex", "knn"):
+        kept, forget_keep = select_forget_set(world.delta_phi, targets, items, theta, world.corrupted, selector,
+                                              explainer, 0, "keep")  # fmt: skip
+        dropped, forget_drop = select_forget_set(world.delta_phi, targets, items, theta, world.corrupted, selector,
+                                                 explainer, 0, "drop")  # fmt: skip
+        assert [e["used"] for e in kept] == [True] * len(items)
+        assert [e["used"] for e in dropped] == feasible.tolist()
+        np.testing.assert_array_equal(forget_keep, union([e["indices"] for e in kept]))
+        np.testing.assert_array_equal(forget_drop, union([e["indices"] for e, f in zip(dropped, feasible) if f]))
+        assert len(forget_drop) < len(forget_keep)
 
 
 def test_pca_projection_keeps_hull_members_and_bounds_the_set() -> None:

@@ -73,6 +73,37 @@ def test_forget_set_is_the_explained_union(world_dm: PreferenceDataModule) -> No
     assert info["n_forget"] == len(union) and 0.0 < info["union_recall"] <= 1.0
 
 
+def test_split_info_reports_the_cards_explanation_metrics(world_dm: PreferenceDataModule) -> None:
+    """Issue #22: ``split_info`` reports the feasibility rate, median |S| and median relative residual of the convex
+    explanations (recomputed here from the per-item provenance), and the per-item rows carry residual and use. With
+    ``infeasible: drop`` the forget set is the union of the feasible items only and ``n_used`` counts them."""  # noqa: D205
+    dm = world_dm
+    info = dm.split_info()
+    rows = info["per_item"]
+    residuals = np.array([r["residual"] for r in rows])
+    assert info["feasible_rate"] == pytest.approx(np.mean(residuals <= 0.05))
+    assert info["n_feasible"] == int((residuals <= 0.05).sum())
+    assert info["median_residual"] == pytest.approx(np.median(residuals))
+    assert info["median_size"] == pytest.approx(np.median([len(r["indices"]) for r in rows]))
+    assert info["n_used"] == len(rows) and all(r["used"] for r in rows)
+    explanations, forget = XRLHFModule(input_dim=dm.input_dim, infeasible="drop").select_forget(dm)
+    feasible = [e for e in explanations if e["feasible"]]
+    assert [e["used"] for e in explanations] == [e["feasible"] for e in explanations]
+    assert len(feasible) == info["n_feasible"] > 0
+    np.testing.assert_array_equal(forget, np.unique(np.concatenate([e["indices"] for e in feasible])))
+
+
+def test_dropping_every_infeasible_explanation_names_the_option() -> None:
+    """``infeasible: drop`` with no explanation within τ (τ = 0 on a small world) leaves the forget set empty; the
+    unlearning phase then says which option emptied it, not "no unsatisfactory test pair"."""  # noqa: D205
+    dm = PreferenceDataModule(seed=0, n_train=300, n_test=100, rm_steps=300)
+    dm.setup()
+    dm.attach_original(XRLHFModule(input_dim=dm.input_dim, infeasible="drop", tau=0.0, k_cand=20))
+    assert len(dm.items) > 0 and len(dm.forget_idx) == 0
+    with pytest.raises(ValueError, match=r"none of the \d+ explanations is within tau and .*infeasible=drop"):
+        dm.with_phase("unlearn").train_dataloader()
+
+
 def test_callback_original_and_oracle_equal_the_exact_fits(world_dm: PreferenceDataModule, tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     """Test 5: the callback's original RM is the numpy fit the explanations used, and its retrain oracle equals a
@@ -262,7 +293,8 @@ def test_policy_pairs_dpo_and_preservation_maths() -> None:
 @pytest.mark.parametrize("mode", ["retrain", "policy_pairs", "keep"])
 def test_strategy_retrain_policy_pairs_and_keep(mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``strategy=retrain`` ends at a fresh BT fit on D∖S_all (test 5, θ within 1e-5); the policy-pairs DPO fixes
-    unsatisfactory prompts; the preservation term keeps the satisfactory rewards closer than without it."""  # noqa: D205
+    unsatisfactory prompts (in-sample, which its split says); the preservation term keeps the satisfactory rewards
+    closer than without it."""  # noqa: D205
     kwargs = {"unlearn_mode": "policy_pairs"} if mode == "policy_pairs" else {}
     dm = PreferenceDataModule(seed=0, n_train=1000, n_test=500, **kwargs)  # type: ignore[arg-type]
     dm.setup()
@@ -274,6 +306,7 @@ def test_strategy_retrain_policy_pairs_and_keep(mode: str, tmp_path: Path, monke
         module, cb, _ = _unlearn(dm, tmp_path, monkeypatch, k_cand=30)
         assert cb.final["win_unsatisfactory_higher_is_better"] >= 0.5
         assert cb.final["win_satisfactory_higher_is_better"] >= 0.95
+        assert "in-sample" in dm.split_info()["note"]  # issue #22: the run says it never uses S_all
     else:
         sat = dm.satisfactory_phi()
         moved = {}

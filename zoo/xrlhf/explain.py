@@ -6,7 +6,14 @@ reduces the simplex least-squares distance ``d(S) = min_{α∈Δ} ‖φ̄ − Σ
 candidate helps, or ``|S| = d + 1`` (Carathéodory). Members with ``α_i ≤ 1e-6`` are pruned. The simplex fit is NNLS on
 the augmented system ``[Δφ_Sᵀ; λ1ᵀ] α ≈ [φ̄; λ]`` with ``λ = 100·max_i‖Δφ_i‖``, then ``α ← α/Σα``.
 
-Baselines (same size per item): k nearest neighbours, random, one-step TracIn (gradient-dot) and representer points.
+``solver="exact"`` (the card's "exact QP is an allowed alternative") instead solves the simplex least squares over
+the ``W`` nearest comparisons at once (one NNLS), ``W = k_cand`` doubled until ``d ≤ τ‖φ̄‖`` or ``W = n``: the greedy
+growth only ever looks at the ``k_cand`` nearest, and ``φ̄`` is rarely in their hull (see the method page).
+
+Baselines (same size per item): k nearest neighbours, random, one-step TracIn (gradient-dot); ``knn_union`` grows the
+per-item k-NN sets round-robin until their union is as large as the convex union. No representer-point selector:
+for a linear head its score is TracIn's times the constant ``1/(λn)``, the same ranking.
+:func:`select_forget_set` builds the forget set ``S_all`` for any selector (both xrlhf modules call it).
 Pure numpy/scipy: no torch, no Lightning.
 """
 
@@ -19,8 +26,14 @@ import numpy as np
 from scipy.optimize import nnls
 
 #: How the forget set is chosen (``--model.init_args.selector`` of the xrlhf modules).
-Selector = Literal["convex", "knn", "random", "tracin", "representer", "planted", "random_set"]
-SELECTORS: tuple[str, ...] = ("convex", "knn", "random", "tracin", "representer", "planted", "random_set")
+Selector = Literal["convex", "knn", "knn_union", "random", "tracin", "planted", "random_set"]
+SELECTORS: tuple[str, ...] = ("convex", "knn", "knn_union", "random", "tracin", "planted", "random_set")
+#: How ``ConvexExplainer`` solves the selection (``--model.init_args.solver``).
+Solver = Literal["greedy", "exact"]
+SOLVERS: tuple[str, ...] = ("greedy", "exact")
+#: What an infeasible explanation (residual > τ) contributes to ``S_all`` (``--model.init_args.infeasible``).
+Infeasible = Literal["keep", "drop"]
+INFEASIBLE: tuple[str, ...] = ("keep", "drop")
 
 
 @dataclass(frozen=True)
@@ -69,10 +82,17 @@ class ConvexExplainer:
         pca_dim: project ``Δφ`` and every target onto the top-k principal components of ``{Δφ_i}`` first (None: the
             full space). Convex combinations survive any linear map, so a member of the hull stays one; the
             Carathéodory bound becomes ``k + 1`` and the residual is measured in the projected space.
+        solver: ``greedy`` (the card's growth among the ``k_cand`` nearest) or ``exact`` (one simplex least-squares
+            solve over the ``W`` nearest, ``W = k_cand, 2k_cand, …, n`` until ``d ≤ τ‖φ̄‖``; the support of the
+            NNLS solution is at most ``d + 1``, and larger than ``max_size`` only if one is given: then the
+            ``max_size`` largest weights are kept and re-solved).
     """
 
     def __init__(self, k_cand: int = 100, tau: float = 0.05, max_size: int | None = None, prune: float = 1e-6,
-                 lam_scale: float = 100.0, pca_dim: int | None = None) -> None:  # fmt: skip
+                 lam_scale: float = 100.0, pca_dim: int | None = None, solver: Solver = "greedy") -> None:  # fmt: skip
+        if solver not in SOLVERS:
+            raise ValueError(f"solver={solver!r}: expected one of {list(SOLVERS)}")
+        self.solver = solver
         if k_cand < 1:
             raise ValueError(f"k_cand={k_cand} must be >= 1")
         if pca_dim is not None and pca_dim < 1:
@@ -115,6 +135,8 @@ class ConvexExplainer:
         bound = self.tau * norm
         max_size = min(self.max_size or points.shape[1] + 1, len(points))
         order = np.argsort(np.linalg.norm(points - target, axis=1), kind="stable")
+        if self.solver == "exact":
+            return self._finish(*self._exact(points, target, order, bound, max_size), points, target, norm)
         chosen = [int(order[0])]
         alpha, res = simplex_least_squares(points[chosen], target, self.lam)
         while res > bound and len(chosen) < max_size:
@@ -129,6 +151,26 @@ class ConvexExplainer:
                 break
             chosen.append(best[0])
             alpha, res = best[1], best[2]
+        return self._finish(np.asarray(chosen), alpha, points, target, norm)
+
+    def _exact(self, points: np.ndarray, target: np.ndarray, order: np.ndarray, bound: float,
+               max_size: int) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+        """Simplex least squares over the ``W`` nearest, ``W`` doubled from ``k_cand`` until feasible or ``W = n``."""
+        window = min(self.k_cand, len(points))
+        while True:
+            chosen = order[:window]
+            alpha, res = simplex_least_squares(points[chosen], target, self.lam)
+            if res <= bound or window == len(points):
+                break
+            window = min(2 * window, len(points))
+        if np.count_nonzero(alpha > self.prune) > max_size:  # only with a max_size below the NNLS support
+            chosen = chosen[np.argsort(-alpha, kind="stable")[:max_size]]
+            alpha, _ = simplex_least_squares(points[chosen], target, self.lam)
+        return chosen, alpha
+
+    def _finish(self, chosen: np.ndarray, alpha: np.ndarray, points: np.ndarray, target: np.ndarray,
+                norm: float) -> Explanation:  # fmt: skip
+        """Prune ``α ≤ prune``, renormalise, and measure the relative residual of the returned weights."""
         keep = alpha > self.prune
         indices, alpha = np.asarray(chosen)[keep], alpha[keep] / alpha[keep].sum()
         residual = float(np.linalg.norm(target - alpha @ points[indices]))
@@ -157,11 +199,103 @@ def tracin_select(delta_phi: np.ndarray, target: np.ndarray, theta: np.ndarray, 
     return np.argsort(-score, kind="stable")[:size]
 
 
-def representer_select(delta_phi: np.ndarray, target: np.ndarray, theta: np.ndarray, size: int,
-                       l2: float = 1e-3) -> np.ndarray:  # fmt: skip
-    """Representer points: top ``α_i^rep·Δφ_iᵀφ̄`` with ``α_i^rep = (1 − σ(θᵀΔφ_i))/(λn)``.
+def knn_union_select(delta_phi: np.ndarray, targets: np.ndarray, sizes: list[int], union_size: int) -> list[np.ndarray]:
+    """Per-item k-NN sets grown until their union has ``union_size`` comparisons (k-NN matched on ``|S_all|``).
 
-    ``α^rep`` is the stationarity condition of ``(1/n)Σ ℓ_BT + (λ/2)‖θ‖²``: ``θ = Σ α_i^rep Δφ_i``.
+    Item ``j`` starts with its ``sizes[j]`` nearest (the per-item matched k-NN); then, round by round, every item in
+    turn adds its next nearest comparison, and the growth stops as soon as the union holds ``union_size``. A union
+    already larger than ``union_size`` (k-NN sets overlap less than the convex ones) is trimmed by dropping the
+    farthest members first.
     """
-    weights = (1.0 - _sigmoid(delta_phi @ theta)) / (l2 * len(delta_phi))
-    return np.argsort(-(weights * (delta_phi @ target)), kind="stable")[:size]
+    orders = [np.argsort(np.linalg.norm(delta_phi - t, axis=1), kind="stable") for t in targets]
+    counts = [min(int(s), len(delta_phi)) for s in sizes]
+    union_size = min(union_size, len(delta_phi))
+    members: dict[int, int] = {}  # index -> how many sets hold it
+    for order, count in zip(orders, counts, strict=True):
+        for i in order[:count]:
+            members[int(i)] = members.get(int(i), 0) + 1
+    while len(members) > union_size:  # trim: drop the farthest member of the largest set
+        j = int(np.argmax(counts))
+        i = int(orders[j][counts[j] - 1])
+        counts[j] -= 1
+        members[i] -= 1
+        if members[i] == 0:
+            del members[i]
+    while len(members) < union_size and any(c < len(delta_phi) for c in counts):
+        for j, order in enumerate(orders):
+            if len(members) >= union_size:
+                break
+            if counts[j] < len(delta_phi):
+                i = int(order[counts[j]])
+                counts[j] += 1
+                members[i] = members.get(i, 0) + 1
+    return [order[:count] for order, count in zip(orders, counts, strict=True)]
+
+
+def select_forget_set(points: np.ndarray, targets: np.ndarray, items: np.ndarray, theta: np.ndarray,
+                      corrupted: np.ndarray | None, selector: str, explainer: ConvexExplainer | None, seed: int,
+                      infeasible: str = "keep") -> tuple[list[dict], np.ndarray]:  # fmt: skip
+    """The forget set ``S_all`` and per-item provenance for any selector (card step 7 and the baselines).
+
+    Args:
+        points: ``(n, d)`` comparisons ``Δφ`` (k-NN, TracIn and the sizes read them).
+        targets: ``(m, d)`` explanation targets ``φ̄`` of the unsatisfactory ``items``.
+        items: ``(m,)`` test-prompt indices (provenance).
+        theta: the original RM head (TracIn).
+        corrupted: the planted flags (``planted``), or None.
+        selector: one of :data:`SELECTORS`.
+        explainer: a fitted :class:`ConvexExplainer` (None only for ``planted``); every per-item baseline takes the
+            convex set's size for its item.
+        seed: seed of the random selectors.
+        infeasible: ``keep`` (the card: every best-effort set enters ``S_all``) or ``drop`` (an item whose convex
+            explanation misses ``τ`` contributes nothing; it stays in the provenance with ``"used": False``). Applies
+            to the per-item baselines through their item's convex feasibility, so sizes stay matched.
+
+    Returns:
+        ``(explanations, forget indices)``; an explanation is ``{"item", "indices", "alpha", "residual",
+        "feasible", "used"}`` (``planted`` and ``random_set`` give one provenance-free entry with ``item = -1``).
+    """
+    if selector == "planted":
+        if corrupted is None:
+            raise ValueError("selector=planted needs the planted 'corrupted' ground truth")
+        return [{"item": -1, "indices": np.flatnonzero(corrupted), "alpha": None, "used": True}], \
+            np.flatnonzero(corrupted)  # fmt: skip
+    if explainer is None:
+        raise ValueError(f"selector={selector!r} needs a fitted ConvexExplainer")
+    rng = np.random.default_rng(seed + 7919)
+    convex = [explainer.explain(t) for t in targets]
+    used = [e.feasible or infeasible == "keep" for e in convex]
+    sizes = [len(e.indices) for e in convex]
+    union = np.unique(np.concatenate([e.indices for e, u in zip(convex, used, strict=True) if u])) \
+        if any(used) else np.zeros(0, dtype=int)  # fmt: skip
+    if selector == "knn_union":
+        kept = [j for j, u in enumerate(used) if u]
+        grown = knn_union_select(points, targets[kept], [sizes[j] for j in kept], len(union))
+        chosen: list[np.ndarray | None] = [None] * len(convex)
+        for j, idx in zip(kept, grown, strict=True):
+            chosen[j] = idx
+    explanations = []
+    for j, (item, target, e) in enumerate(zip(items, targets, convex, strict=True)):
+        alpha = None
+        match selector:
+            case "convex" | "random_set":
+                indices, alpha = e.indices, e.alpha.tolist()
+            case "knn":
+                indices = knn_select(points, target, sizes[j])
+            case "knn_union":
+                indices = chosen[j] if chosen[j] is not None else knn_select(points, target, sizes[j])
+            case "random":
+                indices = random_select(len(points), sizes[j], rng)
+            case "tracin":
+                indices = tracin_select(points, target, theta, sizes[j])
+            case _:
+                raise ValueError(f"selector={selector!r}: expected one of {list(SELECTORS)}")
+        explanations.append({"item": int(item), "indices": np.asarray(indices, dtype=int), "alpha": alpha,
+                             "residual": e.residual, "feasible": bool(e.feasible), "used": used[j]})  # fmt: skip
+    in_union = [e["indices"] for e in explanations if e["used"]]
+    forget = np.unique(np.concatenate(in_union)) if in_union else np.zeros(0, dtype=int)
+    if selector == "random_set":  # one uniform set as large as the convex union (no per-item provenance)
+        rng = np.random.default_rng(seed + 104729)
+        forget = np.sort(rng.choice(len(points), size=len(forget), replace=False))
+        explanations = [{"item": -1, "indices": forget, "alpha": None, "used": True}]
+    return explanations, forget

@@ -13,15 +13,16 @@ MANIFEST = Manifest(
     config="configs/xrlhf/default.yaml",
     status="done",
     status_note=(
-        "(issue #8); `zoo reproduce xrlhf`: 9/9 asserted claims hold (3 seeds, 180 s), `--quick` 9/9; "
-        "union recall of planted pairs convex 0.79 vs k-NN 0.63; retrain without the convex set fixes "
-        "0.91 of unsatisfactory prompts (keeps 0.998), NegGrad+ 0.86 (keeps 0.976), random set 0.03; "
-        "selection 52 items/s (97x k-NN's cost)"
+        "(issues #8, #22); `zoo reproduce xrlhf`: 8/8 asserted claims hold (3 seeds), `--quick` 8/8; "
+        "card's greedy selector: 2% of explanations within tau (exact solver option: 75%); union recall of "
+        "planted pairs convex 0.79 vs k-NN matched on |S_all| 0.69 (paired +0.10); fix rate after removal "
+        "convex vs union-matched k-NN not reproduced (paired -0.015; 5/10 seeds); retrain without the "
+        "convex set fixes 0.91 of unsatisfactory prompts (keeps 0.998), NegGrad+ 0.86 (keeps 0.976), random set 0.03"
     ),
     summary=(
         "`zoo.xrlhf.module.XRLHFModule` + `datamodules.preference.feature_datamodule.PreferenceDataModule` "
-        "(`ConvexExplainer` selection; k-NN, random, TracIn, representer, random-set and planted "
-        "baselines; policy-pairs DPO of the public code) with the shared "
+        "(`ConvexExplainer` selection, greedy or exact; k-NN per item and union-matched, random, TracIn, "
+        "random-set and planted baselines; policy-pairs DPO of the public code) with the shared "
         "`callbacks.unlearning.UnlearningCallback` (NegGrad+, finetune, retrain, UAM); tiny-LM path "
         "`XRLHFLMModule` + `datamodules.preference.lm_datamodule.PreferenceLMDataModule` (GPT-2 RM, closed-form or "
         "ReMax re-tune)"

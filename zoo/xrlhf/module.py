@@ -41,7 +41,7 @@ from torch import Tensor
 
 from callbacks.unlearning import UnlearnableModule
 from zoo.core import checks
-from zoo.xrlhf.explain import SELECTORS, Selector
+from zoo.xrlhf.explain import INFEASIBLE, SELECTORS, SOLVERS, Infeasible, Selector, Solver
 from zoo.xrlhf.model import LinearRewardModel, bt_loss, closed_form_choice, dpo_pair_loss, keep_penalty
 
 
@@ -58,13 +58,20 @@ class XRLHFModule(UnlearnableModule):
         keep_weight: λ_keep of the preservation term ``λ_keep·mean_sat (r_θ − r_θ0)²`` added to the retain loss
             (the card: default 0; ``rm`` mode).
         dpo_beta: β of the DPO loss in ``policy_pairs`` mode.
-        selector: how the forget set ``S_all`` is chosen: ``convex`` (the method), ``knn``/``random``/``tracin``/
-            ``representer`` (baselines with the convex set's size per item), ``random_set`` (one random set of the
-            convex union's size: the card's removal baseline) or ``planted`` (the ground-truth oracle).
+        selector: how the forget set ``S_all`` is chosen: ``convex`` (the method), ``knn``/``random``/``tracin``
+            (baselines with the convex set's size per item), ``knn_union`` (k-NN grown until its union is as large
+            as the convex union), ``random_set`` (one random set of the convex union's size: the card's removal
+            baseline) or ``planted`` (the ground-truth oracle). No representer selector: for a linear head it ranks
+            exactly as TracIn.
         k_cand: candidates per growth step of the convex selector.
         tau: relative-residual target of the convex selector.
         pca_dim: project ``φ`` onto the top-k principal components of ``{Δφ_i}`` before the convex selection
             (None: the full space).
+        solver: ``greedy`` (the card's growth among the ``k_cand`` nearest) or ``exact`` (one simplex least-squares
+            solve over the nearest ``W``, ``W`` doubled from ``k_cand`` until ``τ`` is met; the card's allowed
+            alternative; reconstructed).
+        infeasible: what an explanation that misses ``τ`` contributes to ``S_all``: ``keep`` (the card: its
+            best-effort set) or ``drop`` (nothing; per-item baselines follow their item's convex feasibility).
         pretrained: weights to start from; None lets the callback train the original.
     """
 
@@ -78,9 +85,10 @@ class XRLHFModule(UnlearnableModule):
     def __init__(self, input_dim: int = 20, original_lr: float = 0.5, original_weight_decay: float = 1e-3,
                  lr: float = 0.5, weight_decay: float = 1e-3, beta: float = 0.1, keep_weight: float = 0.0,
                  dpo_beta: float = 0.1, selector: Selector = "convex", k_cand: int = 100, tau: float = 0.05,
-                 pca_dim: int | None = None, pretrained: str | None = None) -> None:  # fmt: skip
+                 pca_dim: int | None = None, solver: Solver = "greedy", infeasible: Infeasible = "keep",
+                 pretrained: str | None = None) -> None:  # fmt: skip
         checks.integer(checks.model("input_dim"), input_dim)
-        check_selection(selector, k_cand, pca_dim, tau)
+        check_selection(selector, k_cand, pca_dim, tau, solver, infeasible)
         if pca_dim is not None and pca_dim > input_dim:
             raise ValueError(f"--model.init_args.pca_dim={pca_dim} exceeds the feature dimension {input_dim}")
         checks.non_negative(checks.model("original_lr"), original_lr)
@@ -91,6 +99,7 @@ class XRLHFModule(UnlearnableModule):
         self.input_dim, self.original_lr, self.original_weight_decay = input_dim, original_lr, original_weight_decay
         self.beta, self.keep_weight, self.dpo_beta = beta, keep_weight, dpo_beta
         self.selector, self.k_cand, self.tau, self.pca_dim = selector, k_cand, tau, pca_dim
+        self.solver, self.infeasible = solver, infeasible
         #: Set by :meth:`prepare_unlearning` from the original weights: ``θ_0`` (policy_pairs), the preservation pairs.
         self._theta_ref: Tensor | None = None
         self._keep: tuple[Tensor, Tensor] | None = None
@@ -132,43 +141,18 @@ class XRLHFModule(UnlearnableModule):
         Returns:
             ``(explanations, forget indices)``.
         """
-        from zoo.xrlhf.explain import ConvexExplainer, knn_select, random_select, representer_select, tracin_select
+        from zoo.xrlhf.explain import ConvexExplainer, select_forget_set
 
         dm = datamodule
         forward_selection(self, overrides)
-        opts = {"selector": self.selector, "k_cand": self.k_cand, "tau": self.tau, "pca_dim": self.pca_dim}
-        selector, theta, points = opts["selector"], dm.theta_original, dm.delta_phi
-        if selector == "planted":
-            if dm.corrupted is None:
-                raise ValueError(f"{dm.path}: selector=planted needs the 'corrupted' ground truth in the npz")
-            explanations = [{"item": -1, "indices": np.flatnonzero(dm.corrupted), "alpha": None}]
-        else:
-            explainer = ConvexExplainer(k_cand=opts["k_cand"], tau=opts["tau"], pca_dim=opts["pca_dim"]).fit(points)
-            rng = np.random.default_rng(dm.seed + 7919)
-            explanations = []
-            for item, target in zip(dm.items, dm.targets, strict=True):
-                convex = explainer.explain(target)
-                size = len(convex.indices)
-                match selector:
-                    case "convex" | "random_set":
-                        indices, alpha = convex.indices, convex.alpha
-                    case "knn":
-                        indices, alpha = knn_select(points, target, size), None
-                    case "random":
-                        indices, alpha = random_select(len(points), size, rng), None
-                    case "tracin":
-                        indices, alpha = tracin_select(points, target, theta, size), None
-                    case _:
-                        indices, alpha = representer_select(points, target, theta, size, dm.rm_l2), None
-                explanations.append({"item": int(item), "indices": np.asarray(indices, dtype=int), "alpha": alpha,
-                                     "residual": convex.residual, "feasible": convex.feasible})  # fmt: skip
-        forget = np.unique(np.concatenate([e["indices"] for e in explanations])) if explanations \
-            else np.zeros(0, dtype=int)  # fmt: skip
-        if selector == "random_set":  # one uniform set as large as the convex union (no per-item provenance)
-            rng = np.random.default_rng(dm.seed + 104729)
-            forget = np.sort(rng.choice(len(points), size=len(forget), replace=False))
-            explanations = [{"item": -1, "indices": forget, "alpha": None}]
-        return explanations, forget
+        if self.selector == "planted" and dm.corrupted is None:
+            raise ValueError(f"{dm.path}: selector=planted needs the 'corrupted' ground truth in the npz")
+        explainer = None
+        if self.selector != "planted":
+            explainer = ConvexExplainer(k_cand=self.k_cand, tau=self.tau, pca_dim=self.pca_dim,
+                                        solver=self.solver).fit(dm.delta_phi)  # fmt: skip
+        return select_forget_set(dm.delta_phi, dm.targets, dm.items, dm.theta_original, dm.corrupted, self.selector,
+                                 explainer, dm.seed, self.infeasible)  # fmt: skip
 
     def prepare_unlearning(self, strategy: str) -> None:
         """Read the datamodule's ``unlearn_mode``; keep ``θ_0`` and the preservation pairs' original rewards."""
@@ -258,13 +242,18 @@ class XRLHFLMModule(UnlearnableModule):
         remax_seed: seed of the ReMax samples (every evaluation uses the same stream).
         eval_batch_size: rows per forward when scoring the test candidates.
         selector: how ``S_all`` is chosen (as in :class:`XRLHFModule`): ``convex`` (the method), ``knn``,
-            ``random``, ``tracin``, ``representer`` (baselines with the convex set's size per item, the last two on
-            the RM's head ``θ``), ``random_set`` (one random set of the convex union's size) or ``planted`` (the
-            ground truth; the data must carry it).
+            ``random``, ``tracin`` (baselines with the convex set's size per item, TracIn on the RM's head ``θ``),
+            ``knn_union`` (k-NN matched on the union size), ``random_set`` (one random set of the convex union's
+            size) or ``planted`` (the ground truth; the data must carry it).
         k_cand: candidates per growth step of the convex selector.
         tau: relative-residual target of the convex selector.
         pca_dim: explain in the span of the top ``pca_dim`` principal components of ``{Δφ_i}`` (the card's knob,
             ``ConvexExplainer(pca_dim=...)``; a linear map, so convex combinations are kept); None: all ``n_embd``.
+        solver: ``greedy`` (the card's growth among the ``k_cand`` nearest) or ``exact`` (one simplex least-squares
+            solve over the nearest ``W``, ``W`` doubled from ``k_cand`` until ``τ`` is met; the card's allowed
+            alternative; reconstructed).
+        infeasible: what an explanation that misses ``τ`` contributes to ``S_all``: ``keep`` (the card: its
+            best-effort set) or ``drop`` (nothing; per-item baselines follow their item's convex feasibility).
         pretrained: weights to start from; None lets the callback train the original.
     """
 
@@ -284,7 +273,8 @@ class XRLHFLMModule(UnlearnableModule):
                  policy_update: PolicyUpdate = "closed_form", remax_init: Literal["sft", "rlhf"] = "sft",
                  remax_steps: int = 200, remax_lr: float = 0.5, remax_samples: int = 8, remax_kl: float = 0.1,
                  remax_seed: int = 0, eval_batch_size: int = 512, selector: Selector = "convex", k_cand: int = 100,
-                 tau: float = 0.05, pca_dim: int | None = None, pretrained: str | None = None) -> None:  # fmt: skip
+                 tau: float = 0.05, pca_dim: int | None = None, solver: Solver = "greedy",
+                 infeasible: Infeasible = "keep", pretrained: str | None = None) -> None:  # fmt: skip
         checks.integer(checks.model("vocab_size"), vocab_size, 5)  # 4 special tokens + words
         for name, value in (("n_layer", n_layer), ("n_embd", n_embd), ("n_head", n_head),
                             ("n_positions", n_positions), ("remax_steps", remax_steps),
@@ -299,7 +289,7 @@ class XRLHFLMModule(UnlearnableModule):
         checks.non_negative(checks.model("remax_lr"), remax_lr)
         checks.choice(checks.model("policy_update"), policy_update, ("closed_form", "remax"))
         checks.choice(checks.model("remax_init"), remax_init, ("sft", "rlhf"))
-        check_selection(selector, k_cand, pca_dim, tau)
+        check_selection(selector, k_cand, pca_dim, tau, solver, infeasible)
         self.vocab_size, self.n_layer, self.n_embd, self.n_head = vocab_size, n_layer, n_embd, n_head
         self.n_positions, self.model_seed = n_positions, model_seed
         self.original_lr, self.original_weight_decay, self.beta = original_lr, original_weight_decay, beta
@@ -308,6 +298,7 @@ class XRLHFLMModule(UnlearnableModule):
         self.remax_samples, self.remax_kl, self.remax_seed = remax_samples, remax_kl, remax_seed
         self.eval_batch_size = eval_batch_size
         self.selector, self.k_cand, self.tau, self.pca_dim = selector, k_cand, tau, pca_dim
+        self.solver, self.infeasible = solver, infeasible
         super().__init__(lr=lr, weight_decay=weight_decay, pretrained=pretrained)
 
     def check_data(self, datamodule: Any) -> None:
@@ -380,47 +371,21 @@ class XRLHFLMModule(UnlearnableModule):
         Returns:
             ``(explanations, forget indices)``.
         """
-        from zoo.xrlhf.explain import ConvexExplainer, knn_select, random_select, representer_select, tracin_select
+        from zoo.xrlhf.explain import ConvexExplainer, select_forget_set
 
         dm = datamodule
         forward_selection(self, overrides)
-        opts = {"selector": self.selector, "k_cand": self.k_cand, "tau": self.tau, "pca_dim": self.pca_dim}
-        selector = opts["selector"]
-        if selector == "planted":
+        if self.selector == "planted":
             if dm.corrupted is None:
                 raise ValueError("--model.init_args.selector=planted needs the planted ground truth ('corrupted' in "
                                  f"{dm.path})")  # fmt: skip
-            explanations: list[dict[str, Any]] = [{"item": -1, "indices": np.flatnonzero(dm.corrupted)}]
-        else:
-            points, targets = dm.delta_phi, dm.targets
-            pca_dim = opts["pca_dim"] if opts["pca_dim"] is not None and opts["pca_dim"] < points.shape[1] else None
-            explainer = ConvexExplainer(k_cand=opts["k_cand"], tau=opts["tau"], pca_dim=pca_dim).fit(points)
-            rng = np.random.default_rng(dm.seed + 7919)
-            explanations = []
-            for item, full_target in zip(dm.items, targets, strict=True):
-                convex = explainer.explain(full_target)
-                size = len(convex.indices)
-                match selector:
-                    case "convex" | "random_set":
-                        indices, alpha = convex.indices, convex.alpha.tolist()
-                    case "knn":
-                        indices, alpha = knn_select(points, full_target, size), None
-                    case "random":
-                        indices, alpha = random_select(dm.n_pairs, size, rng), None
-                    case "tracin":
-                        indices, alpha = tracin_select(dm.delta_phi, full_target, dm.theta_original, size), None
-                    case _:
-                        indices = representer_select(dm.delta_phi, full_target, dm.theta_original, size)
-                        alpha = None
-                explanations.append({"item": int(item), "indices": np.asarray(indices, dtype=int), "alpha": alpha,
-                                     "residual": convex.residual, "feasible": bool(convex.feasible)})  # fmt: skip
-        forget = np.unique(np.concatenate([e["indices"] for e in explanations])) if explanations \
-            else np.zeros(0, dtype=int)  # fmt: skip
-        if selector == "random_set":  # one uniform set as large as the convex union (no per-item provenance)
-            rng = np.random.default_rng(dm.seed + 104729)
-            forget = np.sort(rng.choice(dm.n_pairs, size=len(forget), replace=False))
-            explanations = [{"item": -1, "indices": forget}]
-        return explanations, forget
+            return select_forget_set(dm.delta_phi, dm.targets, dm.items, dm.theta_original, dm.corrupted, "planted",
+                                     None, dm.seed)  # fmt: skip
+        points = dm.delta_phi
+        pca_dim = self.pca_dim if self.pca_dim is not None and self.pca_dim < points.shape[1] else None
+        explainer = ConvexExplainer(k_cand=self.k_cand, tau=self.tau, pca_dim=pca_dim, solver=self.solver).fit(points)
+        return select_forget_set(points, dm.targets, dm.items, dm.theta_original, dm.corrupted, self.selector,
+                                 explainer, dm.seed, self.infeasible)  # fmt: skip
 
     # -- metrics ---------------------------------------------------------------------------------------------------
     def candidate_rewards(self, datamodule: Any) -> np.ndarray:
@@ -469,9 +434,12 @@ class XRLHFLMModule(UnlearnableModule):
         }  # fmt: skip
 
 
-def check_selection(selector: str, k_cand: int, pca_dim: int | None, tau: float = 0.05) -> None:
+def check_selection(selector: str, k_cand: int, pca_dim: int | None, tau: float = 0.05, solver: str = "greedy",
+                    infeasible: str = "keep") -> None:  # fmt: skip
     """Validate the selection arguments, naming the flag."""
     checks.choice(checks.model("selector"), selector, SELECTORS)
+    checks.choice(checks.model("solver"), solver, SOLVERS)
+    checks.choice(checks.model("infeasible"), infeasible, INFEASIBLE)
     checks.integer(checks.model("k_cand"), k_cand)
     checks.optional_integer(checks.model("pca_dim"), pca_dim)
     checks.non_negative(checks.model("tau"), tau)
