@@ -260,6 +260,16 @@ def test_collect_filter_trains_full_batches_of_kept_examples(tmp_path: Path) -> 
     assert fresh.queue_index == model.queue_index
 
 
+def test_collect_that_keeps_nothing_takes_no_step_and_warns(tmp_path: Path) -> None:
+    """Card test 9 under ``collect``: candidate batches that never fill the queue leave every weight as it was."""
+    model = CoverageLMModule(loss="dco", dco_n=16, threshold=0.9999999, eval_every=100)  # F(16, p̂ ≈ 4e-4) ≈ 0.997
+    before = [p.detach().clone() for p in model.parameters()]
+    with pytest.warns(UserWarning, match="trains on nothing"):
+        _trainer(tmp_path, max_epochs=1).fit(model, datamodule=CoverageLMDataModule(batch_size=256))
+    assert model.steps_trained == 0 and model.candidates_seen == 5 and model.queue_index == []
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+
+
 def test_collect_loss_is_the_unfiltered_batch_mean() -> None:
     """A collected batch trains on ``mean(F·CE)`` over every row, even rows now under the threshold."""
     from zoo.dco.loss import coverage_factor, sequence_ce

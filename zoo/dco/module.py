@@ -202,7 +202,8 @@ class CoverageModule(ZooModule):
         checkpoint["dco_history"] = [dict(h) for h in self.history]
         checkpoint["dco_queue"] = {"index": torch.tensor(self.queue_index, dtype=torch.long),
                                    "p": torch.tensor(self.queue_p, dtype=torch.float64),
-                                   "steps_trained": self.steps_trained}  # fmt: skip
+                                   "steps_trained": self.steps_trained,
+                                   "candidates_seen": getattr(self, "candidates_seen", 0)}  # fmt: skip
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Restore the evaluation history and the ``collect`` queue."""
@@ -212,6 +213,7 @@ class CoverageModule(ZooModule):
         if queue is not None:
             self.queue_index, self.queue_p = queue["index"].tolist(), queue["p"].tolist()
             self.steps_trained = int(queue.get("steps_trained", 0))
+            self.candidates_seen = int(queue.get("candidates_seen", 0))
 
     def collects(self) -> bool:
         """Whether training batches come from ``filter_mode: collect`` (DCO with a filter)."""
