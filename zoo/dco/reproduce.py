@@ -111,7 +111,7 @@ def run(
 
 def check_claims(ka: dict[str, list[list[dict[str, float]]]], lm: dict[str, list[list[dict[str, float]]]],
                  sampled: dict[str, dict[str, float]], quick: bool) -> list[Claim]:  # fmt: skip
-    """The card's claims from the evaluation histories (pure: ``tests/dco/test_reproduce_claims.py`` feeds it).
+    """The card's claims from the evaluation histories (pure: ``tests/dco/test_reproduce.py`` feeds it).
 
     Args:
         ka: K-answer arm -> one evaluation history per seed (``step``, ``test/pass@k``, ``test/max_p``, ...).
