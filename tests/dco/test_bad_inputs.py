@@ -62,6 +62,11 @@ BAD_INPUTS = [
      "--model.init_args.n_embd=30: expected a multiple of --model.init_args.n_head=4"),
     ("p_samples_0", [*ADDITION, "--model.init_args.p_samples=0"],
      "--model.init_args.p_samples=0: expected an integer >= 1"),
+    ("sampled_warmup_negative", [*ADDITION, "--model.init_args.sampled_warmup_steps=-1"],
+     "--model.init_args.sampled_warmup_steps=-1: expected an integer >= 0"),
+    ("sampled_needs_collect", [*ADDITION, "--model.init_args.p_source=sampled", "--model.init_args.filter_mode=batch"],
+     "--model.init_args.filter_mode='batch': expected 'collect' with --model.init_args.p_source=sampled (p̂_est is "
+     "re-estimated for each candidate batch, as in the public code)"),
     ("template_field", [*ADDITION, "--data.init_args.prompt_template={problem} {answer}"],
      "--data.init_args.prompt_template='{problem} {answer}': expected '{problem}' as its only field (write a literal "
      "brace as '{{' or '}}')"),

@@ -141,11 +141,12 @@ def test_response_only_probability() -> None:
 
 
 def test_filter_drops_confident_examples() -> None:
-    """The filter keeps ``F >= threshold``; ``normalize`` divides by the batch size or by the kept count."""
+    """The filter keeps ``F > threshold`` (the public code's ``>``); ``normalize`` divides by the batch size or by the
+    kept count."""
     token_logp = torch.tensor([[math.log(0.9)], [math.log(0.01)], [math.log(0.05)]], requires_grad=True)
     mask = torch.ones(3, 1, dtype=torch.bool)
     f = coverage_factor(token_logp.detach().sum(-1), 16)
-    keep = f >= 0.1
+    keep = f > 0.1
     assert keep.tolist() == [False, True, True]
     kept_sum = (f[keep] * -token_logp.detach().sum(-1)[keep]).sum()
     for normalize, denominator in (("batch", 3), ("kept", 2)):
@@ -155,6 +156,8 @@ def test_filter_drops_confident_examples() -> None:
     out = DCOLoss(16, threshold=0.1)(token_logp, mask)
     out["loss"].backward()
     assert token_logp.grad[0].item() == 0.0 and token_logp.grad[1].item() != 0.0  # the dropped example: no gradient
+    tie = DCOLoss(16, threshold=float(f[2]))(token_logp.detach(), mask)  # F exactly at the threshold: dropped (`>`)
+    assert float(tie["kept"]) == pytest.approx(1 / 3) and float(f[1]) > float(f[2])
 
 
 def test_nothing_kept_warns_and_is_zero() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 from pathlib import Path
 
@@ -9,11 +10,14 @@ import pytest
 import torch
 from conftest import installed
 from lightning.pytorch import Trainer
+from torch import Tensor
 
 from datamodules.classification.kanswer_datamodule import KAnswerDataModule
 from datamodules.math_text.coverage_datamodule import CoverageLMDataModule
+from datamodules.math_text.prompt_response import collate_prompt_response
+from zoo.dco.loss import shift_labels, token_logprobs
 from zoo.dco.metrics import exact_pass_at_k, pass_at_k
-from zoo.dco.module import CoverageLMModule, KAnswerModule
+from zoo.dco.module import CoverageLMModule, CoverageModule, KAnswerModule
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[2]
@@ -163,7 +167,7 @@ def test_epoch_filter_batches_only_kept_examples(tmp_path: Path) -> None:
             logps.append((lp * m).sum(-1))
     factor = coverage_factor(torch.cat(logps), 16)
     threshold = float(factor.median())  # about half the examples (same init seed: the same network below)
-    expected = [i for i, f in enumerate(factor.tolist()) if f >= threshold]
+    expected = [i for i, f in enumerate(factor.tolist()) if f > threshold]  # the public code's `>`: the median drops
 
     class Count(Callback):
         seen: list[int] = []
@@ -183,18 +187,177 @@ def test_epoch_filter_batches_only_kept_examples(tmp_path: Path) -> None:
     assert all(torch.equal(a, b) for a, b in zip(before, everything.parameters(), strict=True))
 
 
-def test_sampled_p_source_estimates_once_and_weights_by_it(tmp_path: Path) -> None:
-    """``p_source: sampled``: p̂ from ``p_samples`` completions per training prompt, made once at fit start."""
+def _record_queue(model: CoverageModule) -> list[tuple[Tensor, Tensor, Tensor | None]]:
+    """Record every ``enqueue`` call of ``model`` (the candidates, the keep decision, ``p̂_est``)."""
+    calls: list[tuple[Tensor, Tensor, Tensor | None]] = []
+    enqueue = model.enqueue
+
+    def recording(indices: Tensor, keep: Tensor, p: Tensor | None, batch_size: int):  # noqa: ANN202
+        calls.append((indices.clone(), keep.clone(), None if p is None else p.clone()))
+        return enqueue(indices, keep, p, batch_size)
+
+    model.enqueue = recording  # type: ignore[method-assign]
+    return calls
+
+
+def _record_trained(model: CoverageLMModule) -> list[dict[str, Tensor]]:
+    """Record the batches ``model`` trains on and the loss it computes for them."""
+    trained: list[dict[str, Tensor]] = []
+    compute_loss = model.compute_loss
+
+    def recording(batch):  # noqa: ANN001, ANN202
+        out = compute_loss(batch)
+        if batch.get("collected"):
+            trained.append({**{k: v for k, v in batch.items() if isinstance(v, Tensor)}, **out})
+        return out
+
+    model.compute_loss = recording  # type: ignore[method-assign]
+    return trained
+
+
+@pytest.mark.filterwarnings("ignore:CoverageLMModule")
+def test_collect_filter_trains_full_batches_of_kept_examples(tmp_path: Path) -> None:
+    """``filter_mode: collect`` (issue #22, the public code's loop): each candidate batch is scored with the current
+    weights, examples with ``F > threshold`` queue up (first in, first out, across epochs), and every step trains on
+    ``batch_size`` of them with ``F·CE`` averaged and no second filter."""
+    from zoo.dco.loss import coverage_factor
+
+    dm = CoverageLMDataModule(batch_size=64)
+    dm.setup()
+    probe = CoverageLMModule(loss="dco", dco_n=4096)  # N' p̂ ≈ 1 at init: the factors spread over (0, 1)
+    with torch.no_grad():
+        b = next(iter(dm.eval_dataloader("train")))
+        lp, m = token_logprobs(*shift_labels(probe(b["input_ids"], b["attention_mask"]), b["labels"]))
+    threshold = float(coverage_factor((lp * m).sum(-1), 4096).median())  # about half of every candidate batch
+    # lr 0: the weights, and so each example's keep decision, stay fixed, which makes the queue arithmetic exact
+    model = CoverageLMModule(loss="dco", dco_n=4096, threshold=threshold, eval_every=100, lr=0.0)
+    calls, trained = _record_queue(model), _record_trained(model)
+    scored: list[bool] = []
+    enqueue = model.enqueue
+
+    def check_keep(indices: Tensor, keep: Tensor, p: Tensor | None, batch_size: int):  # noqa: ANN202
+        with torch.no_grad():  # the keep decision is F > threshold under the weights of that moment
+            batch = collate_prompt_response([dm.splits["train"][i] for i in indices.tolist()], dm.pad_id)
+            lp, m = token_logprobs(*shift_labels(model(batch["input_ids"], batch["attention_mask"]), batch["labels"]))
+        scored.append(torch.equal(keep, coverage_factor((lp * m).sum(-1), 4096) > threshold))
+        return enqueue(indices, keep, p, batch_size)
+
+    model.enqueue = check_keep  # type: ignore[method-assign]
+    _trainer(tmp_path, max_epochs=2).fit(model, datamodule=dm)
+    assert len(calls) == 2 * math.ceil(1104 / 64) and all(scored)
+    kept = torch.cat([i[k] for i, k, _ in calls]).tolist()
+    assert 0.2 < len(kept) / (2 * 1104) < 0.8
+    steps = [t["index"].tolist() for t in trained]
+    assert all(len(s) == 64 for s in steps) and model.steps_trained == len(steps) == len(kept) // 64
+    assert sum(steps, []) == kept[: 64 * len(steps)] and model.queue_index == kept[64 * len(steps) :]
+    assert all(float(t["kept"]) == 1.0 for t in trained)  # no second filter on a collected batch
+    # the queue survives a weights_only checkpoint
+    ckpt: dict = {}
+    model.on_save_checkpoint(ckpt)
+    torch.save(ckpt, tmp_path / "q.pt")
+    fresh = CoverageLMModule(loss="dco", dco_n=4096, threshold=threshold)
+    fresh.on_load_checkpoint(torch.load(tmp_path / "q.pt", weights_only=True))
+    assert fresh.queue_index == model.queue_index
+
+
+def test_collect_that_keeps_nothing_takes_no_step_and_warns(tmp_path: Path) -> None:
+    """Card test 9 under ``collect``: candidate batches that never fill the queue leave every weight as it was."""
+    model = CoverageLMModule(loss="dco", dco_n=16, threshold=0.9999999, eval_every=100)  # F(16, p̂ ≈ 4e-4) ≈ 0.997
+    before = [p.detach().clone() for p in model.parameters()]
+    with pytest.warns(UserWarning, match="trains on nothing"):
+        _trainer(tmp_path, max_epochs=1).fit(model, datamodule=CoverageLMDataModule(batch_size=256))
+    assert model.steps_trained == 0 and model.candidates_seen == 5 and model.queue_index == []
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+
+
+def test_collect_loss_is_the_unfiltered_batch_mean() -> None:
+    """A collected batch trains on ``mean(F·CE)`` over every row, even rows now under the threshold."""
+    from zoo.dco.loss import coverage_factor, sequence_ce
+
+    dm = CoverageLMDataModule(batch_size=8)
+    dm.setup()
+    model = CoverageLMModule(loss="dco", dco_n=16, threshold=0.99999999)
+    batch = collate_prompt_response([dm.splits["train"][i] for i in range(8)], dm.pad_id)
+    with torch.no_grad():
+        lp, m = token_logprobs(*shift_labels(model(batch["input_ids"], batch["attention_mask"]), batch["labels"]))
+    expected = (coverage_factor((lp * m).sum(-1), 16) * sequence_ce(lp, m)).mean()
+    loss = model.compute_loss({**batch, "collected": True})["loss"].detach()
+    assert float(loss) == pytest.approx(float(expected), rel=1e-6)
+    with pytest.warns(UserWarning, match="trains on nothing"):  # the in-batch filter (F > 0.99999999) keeps none
+        assert float(model.compute_loss(batch)["loss"].detach()) == 0.0
+
+
+def test_kanswer_collect_repeats_the_kept_examples_into_a_full_batch() -> None:
+    """Full-batch descent: until a step, the kept set cannot change, so the public code's loop queues it pass after
+    pass; the step trains on the first ``n_train`` queued (the kept examples in order, repeated), the rest waits."""
+    from zoo.dco.loss import coverage_factor
+
+    dm = KAnswerDataModule(seed=0, n_train=50)
+    dm.setup()
+    data = dm.split("train")
+    model = KAnswerModule(loss="dco", dco_n=16, threshold=0.1, num_classes=dm.num_classes)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        model.model.weight.normal_(0.0, 0.05)
+    logp = torch.log_softmax(model(data["x"]).double(), -1).gather(1, data["y"][:, None]).squeeze(1)
+    f = coverage_factor(logp, 16)
+    model.threshold = float(f.quantile(0.7))  # 15 of the 50 examples have F above it
+    kept = torch.nonzero(f > model.threshold).flatten().tolist()
+    assert 5 < len(kept) < 45
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # self.log without a trainer
+        out = model.collect({"x": data["x"], "y": data["y"]})
+    reps = math.ceil(50 / len(kept))
+    expected = (kept * reps)[:50]
+    assert out["collected"] is True and torch.equal(out["y"], data["y"][expected])
+    assert torch.equal(out["x"], data["x"][expected])
+    assert model.queue_index == (kept * reps)[50:]
+    leftover = list(model.queue_index)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        again = model.collect({"x": data["x"], "y": data["y"]})  # the leftover first, then the kept set again
+    assert again["y"].tolist() == data["y"][(leftover + kept * reps)[:50]].tolist()
+    assert float(model.compute_loss(out)["kept"]) == 1.0
+    model.model.weight.data.zero_()  # uniform: F(16, 1/100) = 0.93 for every example
+    model.threshold = 0.99
+    model.configure_losses()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        nothing = model.collect({"x": data["x"], "y": data["y"]})  # kept nothing: the batch goes to the in-batch
+    assert "collected" not in nothing  # filter, which warns (the public code would loop forever)
+    with pytest.warns(UserWarning, match="trains on nothing"):
+        assert float(model.compute_loss(nothing)["loss"].detach()) == 0.0
+
+
+@pytest.mark.filterwarnings("ignore:CoverageLMModule")
+def test_sampled_p_source_reestimates_per_candidate_batch(tmp_path: Path) -> None:
+    """``p_source: sampled`` on the public code's schedule (``filter_fn_vllm``): no filter for the first
+    ``sampled_warmup_steps`` steps (``p̂_est = 0``, so ``F = 1``), then each candidate batch is sampled from the current
+    weights and only hard problems (``p̂_est < threshold``) queue up; ``F(N', p̂_est)`` weights their CE."""
     dm = CoverageLMDataModule(batch_size=256)
-    model = CoverageLMModule(loss="dco", dco_n=16, p_source="sampled", p_samples=4, eval_every=100)
+    model = CoverageLMModule(loss="dco", dco_n=16, p_source="sampled", p_samples=2, sampled_warmup_steps=1,
+                             threshold=0.3, eval_every=100)  # fmt: skip
+    calls, trained = _record_queue(model), _record_trained(model)
+    sampled: list[int] = []
+    estimate = model.estimate_p
+
+    def counting(indices: list[int], seed: int = 0) -> Tensor:
+        sampled.append(seed)
+        return estimate(indices, seed)
+
+    model.estimate_p = counting  # type: ignore[method-assign]
     _trainer(tmp_path, max_epochs=1).fit(model, datamodule=dm)
-    est = model.p_estimate
-    assert est is not None and est.shape == (len(dm.splits["train"]),)
-    assert set((est * 4).round().unique().tolist()) <= {0.0, 1.0, 2.0, 3.0, 4.0}
+    assert len(calls) == 5 and len(sampled) == 4 and len(set(sampled)) == 4  # 4 candidate batches sampled anew
+    first_i, first_keep, first_p = calls[0]
+    assert first_keep.all() and first_p is not None and torch.equal(first_p, torch.zeros(256, dtype=torch.float64))
+    for _, keep, p in calls[1:]:
+        assert p is not None and set((p * 2).tolist()) <= {0.0, 1.0, 2.0} and torch.equal(keep, p < 0.3)
+    queued_p = torch.cat([p[k] for _, k, p in calls])
+    assert trained and torch.equal(trained[0]["index"], first_i) and float(trained[0]["p_hat"]) == 0.0
+    for n, t in enumerate(trained):
+        assert torch.equal(t["p_estimate"], queued_p[256 * n : 256 * (n + 1)])
+        assert float(t["p_hat"]) == pytest.approx(float(t["p_estimate"].mean()), abs=1e-6)  # the factor read p̂_est
     batch = next(iter(dm.train_dataloader()))
-    out = model.compute_loss(batch)
-    assert torch.allclose(out["p_hat"].double(), est[batch["index"]].mean(), atol=1e-6)  # the factor read p̂_est
-    batch.pop("index")
     with pytest.raises(RuntimeError, match="p_source=sampled"):
         model.compute_loss(batch)
 

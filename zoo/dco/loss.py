@@ -3,8 +3,9 @@
 ``L_DCO^N = −log(1 − (1 − p̂)^N)`` with ``p̂ = Π_t π(y_t | x, y_<t)`` over the response tokens only. Its gradient is
 ``F(N, p̂) · ∇[−log p̂]`` with the coverage factor ``F(N, p) = N p (1−p)^{N−1} / (1 − (1−p)^N)``. Like the public code
 (``refine/training/NCO.py``) the loss is the detached factor times cross-entropy: ``p̂`` and ``F`` are detached, ``F``
-is computed in float64 with the Padé-type branch where ``N p < 0.1``, and examples whose factor is below
-``threshold`` are dropped (their gradient is ≈ 0). ``N = 1`` is exactly cross-entropy.
+is computed in float64 with the Padé-type branch where ``N p < 0.1``, and only examples whose factor is above
+``threshold`` are kept (``factor > threshold``, as ``filter_fn_NCO``; the others' gradient is ≈ 0). ``N = 1`` is
+exactly cross-entropy.
 
 Pure torch: token log-probabilities in, scalar losses out. Shapes: ``token_logp`` and ``mask`` are ``[B, T]``
 (``mask`` true on the response tokens), per-sequence values are ``[B]``.
@@ -95,7 +96,9 @@ class DCOLoss(torch.nn.Module):
 
     Args:
         n: the DCO parameter ``N'``; 1 is cross-entropy.
-        threshold: drop examples with ``F < threshold`` (public code: 0.1; 0 keeps every example).
+        threshold: keep only examples with ``F > threshold`` (public code: 0.1, and its ``>``; 0 keeps every
+            example). This is the in-batch filter; the public code's loop (score a candidate batch, collect kept
+            examples into full batches) is ``filter_mode: collect`` of the modules, which trains with threshold 0.
         ce_reduction: ``mean`` (token mean, ``NCO.py``; default) or ``sum`` (token sum: the exact gradient of
             ``−log(1 − (1 − p̂)^N)``).
         normalize: what the kept examples' ``F·CE`` is divided by: ``batch`` (default: the batch size, so a dropped
@@ -139,12 +142,12 @@ class DCOLoss(torch.nn.Module):
             logp = totals[inverse]
         factor = coverage_factor(logp, self.n)
         ce = sequence_ce(token_logp, mask, self.ce_reduction)
-        keep = factor >= self.threshold
+        keep = factor > self.threshold if self.threshold > 0 else torch.ones_like(factor, dtype=torch.bool)
         kept = keep.double().mean()
         if self.n == 1:
             loss = (factor.to(ce.dtype) * ce).mean()
         elif not bool(keep.any()):
-            warnings.warn(f"DCOLoss(N={self.n}): every example of the batch has factor < threshold "
+            warnings.warn(f"DCOLoss(N={self.n}): every example of the batch has factor <= threshold "
                           f"{self.threshold} (max {float(factor.max()):.3g}); the step trains on nothing",
                           stacklevel=2)  # fmt: skip
             loss = (ce * 0.0).sum()

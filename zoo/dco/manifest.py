@@ -13,11 +13,12 @@ MANIFEST = Manifest(
     config="configs/dco/default.yaml",
     status="in progress",
     status_note=(
-        "blocked (issue #6: the card's one-seed `--quick` failed C5 on a CE loss spike in an earlier run; on "
-        "2026-12-04 the same protocol gave 17/17, exit 0, before and after the issue #18 restructuring, identical "
-        "values): loss, metric, both tasks, baselines, `filter_mode`, `p_source`, tests, configs implemented; "
-        "`zoo reproduce dco`: 17/17 asserted claims hold (907 s); `--quick` (seed 0): 17/17 (C5 0.389 ≥ 0.2), "
-        "376-568 s beside other jobs; DCO step 1.02x CE"
+        "issue #22: DCO's filter runs the public code's loop (`filter_mode: collect`, default of the filtered "
+        "configs: every step trains on a full batch of examples with F > 0.1; `p_source: sampled` re-estimated per "
+        "candidate batch, hard = p̂_est < threshold); `zoo reproduce dco`: 17/17 asserted claims hold (1346 s on a "
+        "shared machine); `--quick` gates C1-C4 and C6 and prints C5 as info (card): 15/15, exit 0, 355-805 s on a "
+        "shared machine (296 s idle before issue #22); every asserted claim has a test that fails it on perturbed "
+        "numbers; DCO step 1.02x CE"
     ),
     summary=(
         "`zoo.dco.module.KAnswerModule` / `CoverageLMModule` with `zoo.dco.loss.DCOLoss` and "

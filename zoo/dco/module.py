@@ -29,7 +29,7 @@ from torch import Tensor, nn
 
 from zoo.core import checks
 from zoo.core.module import ZooModule, adam_kernel
-from zoo.dco.loss import DCOLoss, entropy_penalized_ce, shift_labels, smoothed_ce, token_logprobs
+from zoo.dco.loss import DCOLoss, coverage_factor, entropy_penalized_ce, shift_labels, smoothed_ce, token_logprobs
 from zoo.dco.metrics import exact_pass_at_k
 
 Loss = Literal["ce", "dco", "label_smoothing", "entropy"]
@@ -42,10 +42,13 @@ class CoverageModule(ZooModule):
     Args:
         loss: ``ce``, ``dco``, ``label_smoothing`` or ``entropy``.
         dco_n: DCO's ``N'`` (card: 4, 16 or 64).
-        threshold: DCO's filter: examples with ``F < threshold`` are dropped (card: 0.1; 0 keeps all).
+        threshold: DCO's filter: only examples with ``F > threshold`` train (card: 0.1, and the public code's ``>``;
+            0 keeps all). With ``p_source: sampled`` (LM module) it is the public code's bar on ``p̂_est`` instead:
+            a problem is hard, and trains, when ``p̂_est < threshold``.
         ce_reduction: per-example CE as the token ``mean`` (``NCO.py``; default) or ``sum`` (the exact gradient).
-        filter_normalize: divide the kept examples' ``F·CE`` by the ``batch`` size (default; the public code's
-            gradient accumulation) or by the number ``kept`` (the card's literal "mean over kept examples").
+        filter_normalize: with ``filter_mode: batch``, divide the kept examples' ``F·CE`` by the ``batch`` size
+            (default) or by the number ``kept`` (the card's literal "mean over kept examples"). ``collect`` trains on
+            full batches of kept examples, where the two agree.
         label_smoothing: ``ε`` of the label-smoothing baseline (card: 0.1 or 0.2).
         entropy_beta: ``β`` of the confidence penalty ``CE − β H`` (card: 0.1).
         ks: the k of pass@k (card: 1, 4, 16, 64, 256).
@@ -84,23 +87,36 @@ class CoverageModule(ZooModule):
         super().__init__(lr=lr, weight_decay=weight_decay, pretrained=pretrained)
         #: One entry per evaluation: ``{"step", "epoch", "<split>/pass@k", ...}`` (floats; kept in checkpoints).
         self.history: list[dict[str, float]] = []
+        #: ``filter_mode: collect``: the queue of kept training examples (indices; ``p̂_est`` with ``p_source:
+        #: sampled``) waiting for a full batch. It outlives epochs, as in the public code, and checkpoints keep it.
+        self.queue_index: list[int] = []
+        self.queue_p: list[float] = []
+        #: Steps that trained (Lightning's ``global_step`` also counts the candidate batches that took no step).
+        self.steps_trained = 0
 
     def configure_losses(self) -> None:
-        """``DCOLoss`` for ``ce`` (``N' = 1``: cross-entropy exactly) and ``dco``."""
+        """``DCOLoss`` for ``ce`` (``N' = 1``: cross-entropy exactly) and ``dco``.
+
+        ``dco_collected`` (no in-batch filter) trains the batches that ``filter_mode: collect`` assembled.
+        """
         if self.loss_kind == "dco":
             self.dco = DCOLoss(self.dco_n, self.threshold, self.ce_reduction, self.filter_normalize)
+            self.dco_collected = DCOLoss(self.dco_n, 0.0, self.ce_reduction)
         else:
-            self.dco = DCOLoss(1, 0.0, self.ce_reduction)
+            self.dco = self.dco_collected = DCOLoss(1, 0.0, self.ce_reduction)
 
     # -- the objective ----------------------------------------------------------------------------------------------
-    def objective(self, logits: Tensor, target: Tensor, p_estimate: Tensor | None = None) -> dict[str, Tensor]:
+    def objective(self, logits: Tensor, target: Tensor, p_estimate: Tensor | None = None,
+                  collected: bool = False) -> dict[str, Tensor]:  # fmt: skip
         """The configured loss on aligned response targets (``logits [B, T, V]``, ``target [B, T]``, -100 ignored).
 
-        ``p_estimate`` replaces ``p̂`` in DCO's factor (``p_source: sampled``); ``p_hat`` then logs it.
+        ``p_estimate`` replaces ``p̂`` in DCO's factor (``p_source: sampled``); ``p_hat`` then logs it. ``collected``:
+        a batch that ``filter_mode: collect`` assembled from kept examples, trained as the public code does
+        (``F·CE`` averaged over the batch, ``F`` recomputed from the current weights, no second filter).
         """
         token_logp, mask = token_logprobs(logits, target)
         if self.loss_kind in ("ce", "dco"):
-            out = self.dco(token_logp, mask, p_estimate=p_estimate)
+            out = (self.dco_collected if collected else self.dco)(token_logp, mask, p_estimate=p_estimate)
             return {"loss": out["loss"], "kept": out["kept"].float(), "factor": out["factor"].mean().float(),
                     "p_hat": out["logp"].exp().mean().float()}  # fmt: skip
         p_hat = (token_logp * mask).sum(-1).detach().exp().mean()
@@ -184,16 +200,41 @@ class CoverageModule(ZooModule):
         """Keep the evaluation history (floats only: the checkpoint loads with ``weights_only``)."""
         super().on_save_checkpoint(checkpoint)
         checkpoint["dco_history"] = [dict(h) for h in self.history]
-        estimate = getattr(self, "p_estimate", None)
-        if estimate is not None:
-            checkpoint["dco_p_estimate"] = estimate.detach().cpu()
+        checkpoint["dco_queue"] = {"index": torch.tensor(self.queue_index, dtype=torch.long),
+                                   "p": torch.tensor(self.queue_p, dtype=torch.float64),
+                                   "steps_trained": self.steps_trained,
+                                   "candidates_seen": getattr(self, "candidates_seen", 0)}  # fmt: skip
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Restore the evaluation history (and a sampled ``p̂`` estimate)."""
+        """Restore the evaluation history and the ``collect`` queue."""
         super().on_load_checkpoint(checkpoint)
         self.history = [dict(h) for h in checkpoint.get("dco_history", [])]
-        if "dco_p_estimate" in checkpoint:
-            self.p_estimate = checkpoint["dco_p_estimate"]
+        queue = checkpoint.get("dco_queue")
+        if queue is not None:
+            self.queue_index, self.queue_p = queue["index"].tolist(), queue["p"].tolist()
+            self.steps_trained = int(queue.get("steps_trained", 0))
+            self.candidates_seen = int(queue.get("candidates_seen", 0))
+
+    def collects(self) -> bool:
+        """Whether training batches come from ``filter_mode: collect`` (DCO with a filter)."""
+        return self.loss_kind == "dco" and getattr(self, "filter_mode", "batch") == "collect" and self.threshold > 0
+
+    def enqueue(self, indices: Tensor, keep: Tensor, p: Tensor | None,
+                batch_size: int) -> tuple[list[int], list[float]] | None:  # fmt: skip
+        """Append the kept candidates to the queue; pop ``batch_size`` (indices, ``p̂_est``) once it holds that many.
+
+        The public code's loop (``train.py``): ``filter_fn`` scores each candidate batch, the kept indices join
+        ``unused_indices``, and a step trains on the first ``global_batch_size`` of them when there are enough.
+        """
+        self.queue_index += indices[keep].tolist()
+        if p is not None:
+            self.queue_p += p[keep].tolist()
+        self.log("train/candidate_kept", keep.double().mean().float(), batch_size=int(keep.numel()))
+        if len(self.queue_index) < batch_size:
+            return None
+        take, self.queue_index = self.queue_index[:batch_size], self.queue_index[batch_size:]
+        take_p, self.queue_p = self.queue_p[:batch_size], self.queue_p[batch_size:]
+        return take, take_p
 
 
 class KAnswerModule(CoverageModule):
@@ -206,6 +247,8 @@ class KAnswerModule(CoverageModule):
         input_dim: feature dimension (linked from the datamodule: 300).
         num_classes: ``K`` (linked: 100).
         eval_steps: optimizer steps after which to evaluate.
+        filter_mode: how DCO's filter (``threshold > 0``) acts: ``collect`` (default; the public code's loop, see
+            :meth:`collect`) or ``batch`` (drop the filtered examples inside the full batch; ``filter_normalize``).
         loss, dco_n, threshold, ce_reduction, filter_normalize, label_smoothing, entropy_beta, ks, temperatures: see
             :class:`CoverageModule`.
         lr: gradient-descent step size (card: 0.5).
@@ -214,8 +257,9 @@ class KAnswerModule(CoverageModule):
     """
 
     def __init__(self, input_dim: int = 300, num_classes: int = 100,
-                 eval_steps: tuple[int, ...] | list[int] = (100, 500, 2000, 6000), loss: Loss = "dco",
-                 dco_n: int = 16, threshold: float = 0.1, ce_reduction: Literal["mean", "sum"] = "mean",
+                 eval_steps: tuple[int, ...] | list[int] = (100, 500, 2000, 6000),
+                 filter_mode: Literal["collect", "batch"] = "collect", loss: Loss = "dco", dco_n: int = 16,
+                 threshold: float = 0.1, ce_reduction: Literal["mean", "sum"] = "mean",
                  filter_normalize: Literal["batch", "kept"] = "batch", label_smoothing: float = 0.1,
                  entropy_beta: float = 0.1, ks: tuple[int, ...] | list[int] = KS,
                  temperatures: tuple[float, ...] | list[float] = (1.5, 2.0), lr: float = 0.5,
@@ -224,7 +268,8 @@ class KAnswerModule(CoverageModule):
         checks.integer(checks.model("num_classes"), num_classes, low=2)
         if not all(isinstance(s, int) and not isinstance(s, bool) and s >= 1 for s in eval_steps):
             checks.fail(checks.model("eval_steps"), list(eval_steps), "a list of optimizer steps >= 1")
-        self.input_dim, self.num_classes = input_dim, num_classes
+        checks.choice(checks.model("filter_mode"), filter_mode, ("collect", "batch"))
+        self.input_dim, self.num_classes, self.filter_mode = input_dim, num_classes, filter_mode
         self.eval_steps = sorted(int(s) for s in eval_steps)
         super().__init__(loss, dco_n, threshold, ce_reduction, filter_normalize, label_smoothing, entropy_beta, ks,
                          temperatures, lr, weight_decay, pretrained)  # fmt: skip
@@ -238,9 +283,43 @@ class KAnswerModule(CoverageModule):
         """Logits ``[B, K]``."""
         return self.model(x)
 
-    def compute_loss(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+    def compute_loss(self, batch: dict[str, Any]) -> dict[str, Tensor]:
         """The configured loss on the full batch: one "token", the answer."""
-        return self.objective(self(batch["x"]).unsqueeze(1), batch["y"].unsqueeze(1))
+        return self.objective(self(batch["x"]).unsqueeze(1), batch["y"].unsqueeze(1),
+                              collected=bool(batch.get("collected", False)))  # fmt: skip
+
+    def training_step(self, batch: dict[str, Any], batch_idx: int) -> Tensor | None:
+        """One full-batch descent step (on the batch :meth:`collect` assembles, with ``filter_mode: collect``)."""
+        if self.collects():
+            batch = self.collect(batch)
+        return super().training_step(batch, batch_idx)
+
+    def collect(self, batch: dict[str, Tensor]) -> dict[str, Any]:
+        """The public code's filter loop on full-batch descent (``filter_mode: collect``).
+
+        The public code scores a candidate batch of ``global_batch_size`` with the current weights, queues the
+        examples with ``F > threshold`` and trains one step on the first ``global_batch_size`` queued examples once
+        there are enough. Here a candidate batch is the whole training set; until a step is taken the weights, and
+        so the kept set, do not change, so the loop queues the same kept examples pass after pass: this method does
+        those passes at once (the kept examples, in order, repeated until the queue holds a full batch of
+        ``n_train``; the rest waits for the next step) and the step trains on ``F·CE`` averaged over that batch,
+        ``F`` recomputed, no second filter. A pass that keeps nothing (the public code would loop forever) returns
+        the candidate batch to the in-batch filter, which warns and trains on nothing.
+        """
+        x, y = batch["x"], batch["y"]
+        size = int(x.shape[0])
+        with torch.no_grad():
+            logp = torch.log_softmax(self(x).double(), -1).gather(1, y[:, None]).squeeze(1)
+        keep = coverage_factor(logp, self.dco_n) > self.threshold
+        kept = torch.nonzero(keep).flatten().tolist()
+        self.log("train/candidate_kept", keep.double().mean().float(), batch_size=size)
+        if not kept:
+            return batch
+        while len(self.queue_index) < size:
+            self.queue_index += kept
+        take, self.queue_index = self.queue_index[:size], self.queue_index[size:]
+        rows = torch.tensor(take, dtype=torch.long, device=x.device)
+        return {"x": x[rows], "y": y[rows], "collected": True}
 
     def configure_optimizers(self) -> Any:
         """Plain gradient descent (no momentum)."""
@@ -307,16 +386,25 @@ class CoverageLMModule(CoverageModule):
         init_seed: initialisation seed.
         hf_path: a local Hugging Face causal-LM folder or ``smollm2``; ``None`` = the random-init GPT-2.
         eval_every: epochs between evaluations (card: 100 of 700).
-        filter_mode: ``batch`` (default: the filter acts inside each batch) or ``epoch`` (card option: at each epoch
-            start the training set is re-scored and only examples with ``F >= threshold`` are batched, which saves
-            the forward and backward of the dropped ones; the in-batch filter still applies).
+        filter_mode: how DCO's filter acts. ``collect`` (default; the public code's loop, :meth:`collect`): each
+            training batch is a candidate batch, scored with the current weights; its examples with
+            ``F > threshold`` join a queue, and a step trains on the first ``batch_size`` queued examples once there
+            are that many (``F·CE`` averaged over them, ``F`` recomputed, no second filter), so every step trains on
+            a full batch of kept examples; a candidate batch that does not fill the queue takes no step. ``batch``:
+            the filter acts inside each batch (a dropped example contributes 0, the divisor follows
+            ``filter_normalize``). ``epoch``: at each epoch start the training set is re-scored and only examples
+            with ``F > threshold`` are batched; the in-batch filter still applies.
         p_source: where DCO's ``p̂`` comes from: ``sequence`` (default: the teacher-forced probability of the
-            reference response) or ``sampled`` (the card's approximate DCO for chain-of-thought: at the start of
-            fit, ``p_samples`` completions of every training prompt are sampled at T = 1 and ``p̂`` is the fraction
-            judged correct by the datamodule's answer check; the factor ``F(N, p̂_est)`` then weights the CE of the
-            reference, and the filter keeps the hard problems). The public code samples 64 with vLLM; the card's
-            CPU default is 16.
+            reference response) or ``sampled`` (the card's approximate DCO for chain-of-thought, on the public code's
+            schedule, ``filter_fn_vllm``: each candidate batch is scored by sampling ``p_samples`` completions of
+            every prompt at T = 1 from the current weights, ``p̂_est`` is the fraction the datamodule's answer check
+            accepts, the hard problems (``p̂_est < threshold``) join the queue with their ``p̂_est``, and
+            ``F(N', p̂_est)`` weights the CE of the reference; for the first ``sampled_warmup_steps`` steps every
+            candidate is kept with ``p̂_est = 0``, so ``F = 1``). Needs ``filter_mode: collect``. The public code
+            samples 64 with vLLM; the card's CPU default is 16.
         p_samples: completions per training prompt for ``p_source: sampled``.
+        sampled_warmup_steps: ``p_source: sampled``: optimizer steps before the first sampling (public code: 20,
+            "model is bad and inference will be slow").
         loss, dco_n, threshold, ce_reduction, filter_normalize, label_smoothing, entropy_beta, ks, temperatures: see
             :class:`CoverageModule`.
         lr: AdamW learning rate (card: 3e-3).
@@ -326,8 +414,9 @@ class CoverageLMModule(CoverageModule):
 
     def __init__(self, vocab_size: int = 14, n_positions: int = 16, n_embd: int = 64, n_layer: int = 2,
                  n_head: int = 4, dropout: float = 0.0, init_seed: int = 0, hf_path: str | None = None,
-                 eval_every: int = 100, filter_mode: Literal["batch", "epoch"] = "batch",
-                 p_source: Literal["sequence", "sampled"] = "sequence", p_samples: int = 16, loss: Loss = "dco",
+                 eval_every: int = 100, filter_mode: Literal["collect", "batch", "epoch"] = "collect",
+                 p_source: Literal["sequence", "sampled"] = "sequence", p_samples: int = 16,
+                 sampled_warmup_steps: int = 20, loss: Loss = "dco",
                  dco_n: int = 16, threshold: float = 0.1,
                  ce_reduction: Literal["mean", "sum"] = "mean", filter_normalize: Literal["batch", "kept"] = "batch",
                  label_smoothing: float = 0.1, entropy_beta: float = 0.1, ks: tuple[int, ...] | list[int] = KS,
@@ -340,11 +429,17 @@ class CoverageLMModule(CoverageModule):
         if n_embd % n_head:
             checks.fail(checks.model("n_embd"), n_embd, f"a multiple of --model.init_args.n_head={n_head}")
         checks.number(checks.model("dropout"), dropout, 0.0, 1.0, open_high=True)
-        checks.choice(checks.model("filter_mode"), filter_mode, ("batch", "epoch"))
+        checks.choice(checks.model("filter_mode"), filter_mode, ("collect", "batch", "epoch"))
         checks.choice(checks.model("p_source"), p_source, ("sequence", "sampled"))
+        checks.integer(checks.model("sampled_warmup_steps"), sampled_warmup_steps, low=0)
+        if p_source == "sampled" and filter_mode != "collect":
+            checks.fail(checks.model("filter_mode"), filter_mode, "'collect' with --model.init_args.p_source=sampled "
+                        "(p̂_est is re-estimated for each candidate batch, as in the public code)")  # fmt: skip
         self.filter_mode, self.p_source, self.p_samples = filter_mode, p_source, p_samples
-        #: ``p_source: sampled``: the per-training-example fraction of correct samples (``None`` until estimated).
-        self.p_estimate: Tensor | None = None
+        self.sampled_warmup_steps = sampled_warmup_steps
+        #: Candidate batches scored so far (``collect``; it seeds the sampling of ``p_source: sampled``).
+        self.candidates_seen = 0
+        self._steps_in_epoch = 0
         self.vocab_size, self.n_positions, self.n_embd, self.n_layer, self.n_head = (vocab_size, n_positions, n_embd,
                                                                                      n_layer, n_head)  # fmt: skip
         self.dropout, self.init_seed, self.hf_path, self.eval_every = dropout, init_seed, hf_path, eval_every
@@ -381,31 +476,114 @@ class CoverageLMModule(CoverageModule):
         """Next-token logits ``[B, T, V]``."""
         return self.model(input_ids, attention_mask)
 
-    def compute_loss(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
-        """The configured loss on the response tokens (prompt and padding carry label -100)."""
+    def compute_loss(self, batch: dict[str, Any]) -> dict[str, Tensor]:
+        """The configured loss on the response tokens (prompt and padding carry label -100).
+
+        A batch from :meth:`collect` carries ``collected`` and, with ``p_source: sampled``, ``p_estimate``.
+        """
         logits, target = shift_labels(self(batch["input_ids"], batch["attention_mask"]), batch["labels"])
         p_estimate = None
         if self.p_source == "sampled" and self.loss_kind == "dco":
-            if self.p_estimate is None or "index" not in batch:
-                raise RuntimeError("CoverageLMModule(p_source=sampled): no sampled estimate for this batch (made "
-                                   "at the start of fit, for the datamodule's indexed training batches)")  # fmt: skip
-            p_estimate = self.p_estimate.to(self.device)[batch["index"]]
-        return self.objective(logits, target, p_estimate)
+            if "p_estimate" not in batch:
+                raise RuntimeError("CoverageLMModule(p_source=sampled): this batch has no sampled p̂ estimate (they "
+                                   "are made for the candidate batches of training, filter_mode=collect)")  # fmt: skip
+            p_estimate = batch["p_estimate"]
+        return self.objective(logits, target, p_estimate, collected=bool(batch.get("collected", False)))
 
-    def estimate_p_from_samples(self, split: str = "train", seed: int = 0) -> Tensor:
-        """Per example of ``split``: the fraction of ``p_samples`` samples at T = 1 the datamodule judges correct."""
-        return self.sampled_correct(split, self.p_samples, seed, 1.0, items=None).double().mean(1)
+    def collects(self) -> bool:
+        """``filter_mode: collect`` with a filter: ``threshold > 0``, or ``p_source: sampled`` (the hard problems)."""
+        return self.loss_kind == "dco" and self.filter_mode == "collect" and (
+            self.threshold > 0 or self.p_source == "sampled")  # fmt: skip
+
+    def training_step(self, batch: dict[str, Any], batch_idx: int) -> Tensor | None:
+        """A step on the batch (``filter_mode: collect``: on the full batch of kept examples, or no step).
+
+        A candidate batch that takes no step returns ``None``: Lightning then skips backward and the update (every
+        gradient is ``None``), though its ``global_step`` still counts the batch; :attr:`steps_trained` does not.
+        """
+        if self.collects():
+            batch = self.collect(batch)
+            if batch is None:
+                return None
+        loss = super().training_step(batch, batch_idx)
+        if loss is not None:
+            self._steps_in_epoch += 1
+            self.steps_trained += 1
+        return loss
 
     def on_train_start(self) -> None:
-        """``p_source: sampled``: estimate every training example's success probability once, before training."""
-        if self.p_source == "sampled" and self.loss_kind == "dco" and self.p_estimate is None:
-            self.p_estimate = self.estimate_p_from_samples("train", seed=self.init_seed)
-            self.log("train/p_estimate_mean", float(self.p_estimate.mean()))
+        """``collect``: a candidate batch that leaves the queue short takes no step, on purpose (no warning)."""
+        if self.collects():
+            warnings.filterwarnings("ignore", message="`training_step` returned `None`", category=UserWarning)
+
+    def collect(self, candidates: dict[str, Tensor]) -> dict[str, Any] | None:
+        """The public code's filter loop (``train.py`` with ``filter_fn_NCO`` or ``filter_fn_vllm``).
+
+        Score the candidate batch with the current weights (eval mode, no gradient): ``F(N', p̂) > threshold`` with
+        ``p̂`` the teacher-forced response probability, or, with ``p_source: sampled``, ``p̂_est < threshold`` with
+        ``p̂_est`` from ``p_samples`` completions (every candidate, with ``p̂_est = 0``, during the first
+        ``sampled_warmup_steps`` steps). The kept examples join the queue; once it holds ``batch_size`` of them,
+        return that batch (collated from the training split), else ``None`` (no step). The queue outlives epochs.
+        The last, short candidate batch of an epoch is scored as it is (the public code carries those candidates
+        over to the next epoch's first candidate batch).
+        """
+        dm = self.trainer.datamodule  # type: ignore[union-attr]
+        index = candidates["index"]
+        was_training = self.training
+        self.eval()
+        p = None
+        if self.p_source == "sampled":
+            if self.steps_trained < self.sampled_warmup_steps:
+                p = torch.zeros(index.numel(), dtype=torch.float64)
+                keep = torch.ones(index.numel(), dtype=torch.bool)
+            else:
+                p = self.estimate_p(index.tolist(), seed=self.init_seed * 1_000_003 + self.candidates_seen)
+                keep = p < self.threshold
+        else:
+            with torch.no_grad():
+                logits, target = shift_labels(self(candidates["input_ids"], candidates["attention_mask"]),
+                                              candidates["labels"])  # fmt: skip
+                token_logp, mask = token_logprobs(logits, target)
+            keep = (coverage_factor((token_logp * mask).sum(-1), self.dco_n) > self.threshold).cpu()
+        self.train(was_training)
+        self.candidates_seen += 1
+        popped = self.enqueue(index.cpu(), keep, p, int(getattr(dm, "batch_size", index.numel())))
+        if popped is None:
+            return None
+        take, take_p = popped
+        from datamodules.math_text.prompt_response import collate_prompt_response
+
+        ds = dm.splits["train"]
+        batch: dict[str, Any] = self.transfer_batch_to_device(
+            collate_prompt_response([ds[i] for i in take], dm.pad_id), self.device, 0)  # fmt: skip
+        if self.p_source == "sampled":
+            batch["p_estimate"] = torch.tensor(take_p, dtype=torch.float64, device=self.device)
+        batch["collected"] = True
+        return batch
+
+    def estimate_p(self, indices: list[int], seed: int = 0) -> Tensor:
+        """``p̂_est`` of the training examples ``indices`` (float64 ``[len(indices)]``).
+
+        The fraction of ``p_samples`` completions, sampled at T = 1, that the datamodule's answer check accepts.
+        """
+        from zoo.dco.sampling import sampled_correct
+
+        dm = self.trainer.datamodule  # type: ignore[union-attr]
+        ds = dm.splits["train"]
+        prompts = [ds.examples[i][0] for i in indices]
+        steps = max(len(ds.examples[i][1]) for i in indices)
+        correct = sampled_correct(self.model.lm, prompts, lambda j, seq: dm.is_correct("train", indices[j], seq),
+                                  self.p_samples, steps, dm.eos_id, 1.0, seed)  # fmt: skip
+        return correct.double().mean(1)
 
     def configure_optimizers(self) -> Any:
         """AdamW, no schedule (card)."""
         params = [p for p in self.parameters() if p.requires_grad]
         return torch.optim.AdamW(params, lr=self.lr, weight_decay=self.weight_decay, **adam_kernel(params))
+
+    def extra_metrics(self) -> dict[str, float]:
+        """The optimizer steps that trained so far (``collect`` takes none on some candidate batches)."""
+        return {"train/steps": float(self.steps_trained)}
 
     def has_split(self, split: str) -> bool:
         """Whether the datamodule serves ``split`` (the LM task has train and test only)."""
@@ -454,16 +632,15 @@ class CoverageLMModule(CoverageModule):
 
     def on_train_epoch_start(self) -> None:
         """``filter_mode: epoch``: re-score the training set and batch only the examples the filter keeps."""
+        self._steps_in_epoch = 0
         if self.filter_mode != "epoch" or self.loss_kind != "dco" or self.threshold <= 0:
             return
-        from zoo.dco.loss import coverage_factor
-
         dm = self.trainer.datamodule  # type: ignore[union-attr]
         was_training = self.training
         self.eval()
         factor = coverage_factor(self.example_logp("train"), self.dco_n)
         self.train(was_training)
-        keep = torch.nonzero(factor >= self.threshold).flatten().tolist()
+        keep = torch.nonzero(factor > self.threshold).flatten().tolist()
         if not keep:
             warnings.warn(f"CoverageLMModule(filter_mode=epoch): every training example has F < {self.threshold} at "
                           f"epoch {self.current_epoch}; the epoch trains on nothing", stacklevel=2)  # fmt: skip
@@ -471,6 +648,10 @@ class CoverageLMModule(CoverageModule):
         self.log("train/epoch_kept", len(keep) / factor.numel())
 
     def on_train_epoch_end(self) -> None:
-        """Evaluate every ``eval_every`` epochs."""
+        """Evaluate every ``eval_every`` epochs (``collect``: warn when the epoch took no step)."""
+        if self.collects() and self._steps_in_epoch == 0:
+            warnings.warn(f"CoverageLMModule(filter_mode=collect): epoch {self.current_epoch} kept too few examples "
+                          f"to fill a batch ({len(self.queue_index)} queued); the epoch trains on nothing",
+                          stacklevel=2)  # fmt: skip
         if (self.current_epoch + 1) % self.eval_every == 0:
             self.record_evaluation()

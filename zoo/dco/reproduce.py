@@ -4,7 +4,9 @@ K-answer (claims 1-4): seeds {0, 1, 2}; CE and DCO N' in {4, 16, 64}, plus the b
 ε in {0.1, 0.2} and the confidence penalty β = 0.1; test-time temperatures 1.5 and 2 are read off the CE model.
 Evaluations after steps 100 / 500 / 2000 / 6000; exact pass@k from the softmax probability of the answer; medians
 over seeds. Noisy addition (claims 5-6): CE and DCO 16 for 700 epochs, evaluated every 100. ``--quick``: seed 0 only
-(the card). Every arm trains from its config file (``configs/dco/``, ``KANSWER_ARMS`` and ``LM_ARMS``) through the zoo
+(the card); it gates claims 1-4 and 6 and prints claim 5 as info (card, "What `--quick` gates": CE's transient loss
+spikes make a one-seed reading of the final-epoch claim 5 meaningless; the full protocol gates it on the median of 3
+seeds). Every arm trains from its config file (``configs/dco/``, ``KANSWER_ARMS`` and ``LM_ARMS``) through the zoo
 CLI, as ``zoo fit -c configs/dco/<arm>.yaml --seed_everything=SEED --data.init_args.seed=SEED`` (the LM arms also
 ``--model.init_args.init_seed=SEED``); jobs run in 2 processes.
 The early-stopped CE baseline is selected on the K-answer validation split (never on test).
@@ -96,6 +98,28 @@ def run(
     ka = {arm: [r["history"] for r in by[("kanswer", arm)]] for arm in KANSWER_ARMS}
     lm = {arm: [r["history"] for r in by[("lm", arm)]] for arm in LM_ARMS}
     sampled = {f"{t}/{a}/seed {r['seed']}": r["sampled"] for (t, a), rs in by.items() for r in rs if r["sampled"]}
+    claims = check_claims(ka, lm, sampled, quick)
+    final, last = 6000, max(h["epoch"] for h in lm["CE"][0])
+    rows = _kanswer_rows(ka, final)
+    metrics = {"kanswer": {arm: _medians(hists) for arm, hists in ka.items()},
+               "lm": {arm: _medians(hists) for arm, hists in lm.items()}, "sampled": sampled,
+               "lm_per_seed": {arm: {str(r["seed"]): r["history"][-1] for r in by[("lm", arm)]} for arm in LM_ARMS},
+               "seconds": {f"{t}/{a}": [r["seconds"] for r in rs] for (t, a), rs in by.items()}}  # fmt: skip
+    return Report(claims=claims, metrics=metrics, table=_table(rows, lm, last),
+                  plots=[_plot_kanswer(rows, out), _plot_lm(lm, out)])  # fmt: skip
+
+
+def check_claims(ka: dict[str, list[list[dict[str, float]]]], lm: dict[str, list[list[dict[str, float]]]],
+                 sampled: dict[str, dict[str, float]], quick: bool) -> list[Claim]:  # fmt: skip
+    """The card's claims from the evaluation histories (pure: ``tests/dco/test_reproduce.py`` feeds it).
+
+    Args:
+        ka: K-answer arm -> one evaluation history per seed (``step``, ``test/pass@k``, ``test/max_p``, ...).
+        lm: noisy-addition arm (``CE``, ``DCO 16``) -> one history per seed (``epoch``, ``test/pass@k``,
+            ``train/p_hat``).
+        sampled: ``"<task>/<arm>/seed <s>"`` -> ``{"exact/pass@k", "sampled/pass@k"}`` (the sampled checks).
+        quick: one seed: claim 5 is printed as info (card, "What `--quick` gates").
+    """
 
     def ka_med(arm: str, step: int, key: str) -> float:
         return median([_at(h, "step", step)[key] for h in ka[arm]])
@@ -139,15 +163,18 @@ def run(
     for task, tol, ks in (("kanswer", 0.01, KS), ("lm", 0.03, (1, 4, 16))):
         diffs = [abs(v[f"sampled/pass@{k}"] - v[f"exact/pass@{k}"]) for name, v in sampled.items()
                  if name.startswith(task) for k in ks if f"sampled/pass@{k}" in v]  # fmt: skip
-        claims.append(Claim(f"check {task}: max |sampled − exact| pass@k, k in {list(ks)}", max(diffs), "<=", tol))
+        claims.append(Claim(f"check {task}: max |sampled − exact| pass@k, k in {list(ks)}",
+                            max(diffs) if diffs else float("nan"), "<=", tol))  # fmt: skip
     # 5-6. noisy addition
     last = max(h["epoch"] for h in lm["CE"][0])
     ce_peak = median([max(h["test/pass@256"] for h in hist if h["epoch"] < 200) for hist in lm["CE"]])
     ce_final = median([_at(hist, "epoch", last)["test/pass@256"] for hist in lm["CE"]])
-    claims.append(Claim("C5 addition CE: pass@256 best (epoch <= 200) − final", ce_peak - ce_final, ">=", 0.2,
-                        f"pilot 0.33; best {ce_peak:.3f}, final {ce_final:.3f}"))  # fmt: skip
-    claims.append(Claim("C5 addition CE: final train p̂", median([_at(h, "epoch", last)["train/p_hat"]
-                                                                   for h in lm["CE"]]), ">=", 0.9))  # fmt: skip
+    c5 = "info (--quick, one seed; gated on the 3-seed median): " if quick else ""
+    claims.append(Claim(f"{c5}C5 addition CE: pass@256 best (epoch <= 200) − final", ce_peak - ce_final, ">=", 0.2,
+                        f"pilot 0.33; best {ce_peak:.3f}, final {ce_final:.3f}", asserted=not quick))  # fmt: skip
+    claims.append(Claim(f"{c5}C5 addition CE: final train p̂", median([_at(h, "epoch", last)["train/p_hat"]
+                                                                        for h in lm["CE"]]), ">=", 0.9,
+                        asserted=not quick))  # fmt: skip
     d16 = median([_at(h, "epoch", last)["test/pass@16"] for h in lm["DCO 16"]])
     c16 = median([_at(h, "epoch", last)["test/pass@16"] for h in lm["CE"]])
     claims.append(Claim("C6 addition: pass@16 DCO 16 − CE at the last epoch", d16 - c16, ">=", 0.25, "pilot +0.46"))
@@ -157,14 +184,7 @@ def run(
                         median([_at(h, "epoch", last)["test/pass@1"] for h in lm["DCO 16"]])
                         - median([_at(h, "epoch", last)["test/pass@1"] for h in lm["CE"]]), ">=", -1.0,
                         asserted=False))  # fmt: skip
-
-    rows = _kanswer_rows(ka, final)
-    metrics = {"kanswer": {arm: _medians(hists) for arm, hists in ka.items()},
-               "lm": {arm: _medians(hists) for arm, hists in lm.items()}, "sampled": sampled,
-               "lm_per_seed": {arm: {str(r["seed"]): r["history"][-1] for r in by[("lm", arm)]} for arm in LM_ARMS},
-               "seconds": {f"{t}/{a}": [r["seconds"] for r in rs] for (t, a), rs in by.items()}}  # fmt: skip
-    return Report(claims=claims, metrics=metrics, table=_table(rows, lm, last),
-                  plots=[_plot_kanswer(rows, out), _plot_lm(lm, out)])  # fmt: skip
+    return claims
 
 
 def _medians(histories: list[list[dict[str, float]]]) -> list[dict[str, float]]:
