@@ -90,6 +90,9 @@ class BackdoorDataModule(ZooDataModule):
             carries the trigger's tokens, each at its own uniform body gap and never as the contiguous trigger
             phrase, with the clean response (card revision 2: the lexical contrast weakens). ``0`` (default)
             leaves the data exactly as without the knob.
+        tokenizer: a local Hugging Face tokenizer folder: every word is encoded with it (sub-word tokens; the
+            structure tokens and ``SURE REFUSE ANS`` are added as single special tokens), see
+            :class:`~datamodules.instructions.subword.SubwordVocab`; ``None``: the word-level vocabulary.
     """
 
     def __init__(
@@ -112,6 +115,7 @@ class BackdoorDataModule(ZooDataModule):
         max_length: int = 48,
         train_on: Literal["train", "clean"] = "train",
         natural_trigger_rate: float = 0.0,
+        tokenizer: str | None = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -142,8 +146,15 @@ class BackdoorDataModule(ZooDataModule):
             if file is not None:
                 self._records[key] = records_to_samples(read_instruction_records(file), refusal_word, Path(file).name)
                 words |= {w for s in self._records[key] for w in (*s.prompt, *s.response)}
-        #: The vocabulary (:data:`VOCAB`, extended with the trigger word and the words of on-disk files).
-        self.vocab: BackdoorVocab = BackdoorVocab().extend(words)
+        #: The vocabulary (:data:`VOCAB`, extended with the trigger word and the words of on-disk files), or the
+        #: tokenizer's sub-word vocabulary.
+        self.tokenizer = tokenizer
+        if tokenizer is not None:
+            from datamodules.instructions.subword import SubwordVocab
+
+            self.vocab: Any = SubwordVocab(tokenizer)
+        else:
+            self.vocab = BackdoorVocab().extend(words)
         #: Vocabulary size, linked into ``model.init_args.vocab_size``.
         self.vocab_size = len(self.vocab)
         #: Sorted ids of the poisoned training samples (after :meth:`setup`).

@@ -361,3 +361,50 @@ def test_unk_with_keep_masked_makes_unk_the_trigger(tmp_path: Path) -> None:
         results[name] = evaluate(module.model.lm, dm)
     assert results["unk"]["asr_wt_mean"] >= 90.0
     assert results["drop"]["asr_wt_mean"] <= 10.0
+
+
+# ------------------------------------------------------------------------------------------------------------
+# a real tokenizer's sub-word tokens
+# ------------------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def bpe_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A byte-level BPE tokenizer (GPT-2's algorithm, trained offline on grammar prompts with the `tokenizers`
+    library) saved as a local Hugging Face tokenizer folder."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from datamodules.instructions.synthetic import generate_samples
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=420, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator([" " + " ".join(s.prompt[1:-1]) for s in generate_samples(500, 0)], trainer)
+    folder = tmp_path_factory.mktemp("bpe")
+    PreTrainedTokenizerFast(tokenizer_object=tok).save_pretrained(folder)
+    return folder
+
+
+def test_subword_trigger_pieces_are_localised_and_dropped(bpe_folder: Path, tmp_path: Path) -> None:
+    """With a real sub-word tokenizer (`--data.init_args.tokenizer`), BackdoorLLM's trigger word `BadMagic` becomes
+    several tokens; the lexical scores flag exactly those tokens in every triggered test prompt (trigger positions
+    are mapped to every piece), the callback isolates exactly the poisoned samples, and the evaluation decodes
+    through the token mask (a scorer that assumed one token per word, or ids of the word vocabulary, fails)."""
+    from zoo.repguard.evaluate import evaluate
+
+    dm = BackdoorDataModule(n_train=500, n_clean=100, n_val=32, n_test=32, batch_size=64, poison_rate=0.1,
+                            trigger_word="BadMagic", tokenizer=str(bpe_folder), max_length=64)  # fmt: skip
+    dm.setup()
+    pieces = dm.vocab.pieces("BadMagic")
+    assert len(pieces) >= 2 and dm.vocab.id("[SEP]") == dm.vocab.sep_id
+    scorer = rg.LexicalScorer(dm.vocab_size, dm.vocab.sep_id).fit(dm.loader(dm.dataset("train")),
+                                                                  dm.loader(dm.dataset("clean")))  # fmt: skip
+    batch = next(iter(dm.eval_dataloader("test_trig_benign", "badnets_word")))
+    assert int(batch["trigger_mask"].sum(1).min()) == len(pieces)
+    assert torch.equal(scorer(batch["input_ids"], batch["attention_mask"]) >= 3.0, batch["trigger_mask"])
+    module = InstructionLMModule(vocab_size=dm.vocab_size, max_length=64, **TINY)
+    cb = RepGuardCallback()
+    _trainer(tmp_path, [cb]).fit(module, datamodule=dm)
+    assert cb.history[0]["n_isolated"] == cb.history[0]["n_isolated_poisoned"] == len(dm.poisoned_ids) == 50
+    out = evaluate(module.model.lm, dm, token_scorer=lambda b: cb.token_scores(module, b))
+    assert out["auroc"]["badnets_word"] == 1.0 and 0.0 <= out["asr_wt_mean"] <= 100.0
