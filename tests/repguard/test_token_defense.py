@@ -388,8 +388,9 @@ def bpe_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_subword_trigger_pieces_are_localised_and_dropped(bpe_folder: Path, tmp_path: Path) -> None:
     """With a real sub-word tokenizer (`--data.init_args.tokenizer`), BackdoorLLM's trigger word `BadMagic` becomes
     several tokens; the lexical scores flag exactly those tokens in every triggered test prompt (trigger positions
-    are mapped to every piece), the callback isolates exactly the poisoned samples, and the evaluation decodes
-    through the token mask (a scorer that assumed one token per word, or ids of the word vocabulary, fails)."""
+    are mapped to every piece); on a victim loaded from a local Hugging Face folder (Llama) the callback isolates
+    exactly the poisoned samples and the evaluation decodes through the token mask (a scorer that assumed one token
+    per word, or ids of the word vocabulary, fails)."""
     from zoo.repguard.evaluate import evaluate
 
     dm = BackdoorDataModule(n_train=500, n_clean=100, n_val=32, n_test=32, batch_size=64, poison_rate=0.1,
@@ -402,7 +403,12 @@ def test_subword_trigger_pieces_are_localised_and_dropped(bpe_folder: Path, tmp_
     batch = next(iter(dm.eval_dataloader("test_trig_benign", "badnets_word")))
     assert int(batch["trigger_mask"].sum(1).min()) == len(pieces)
     assert torch.equal(scorer(batch["input_ids"], batch["attention_mask"]) >= 3.0, batch["trigger_mask"])
-    module = InstructionLMModule(vocab_size=dm.vocab_size, max_length=64, **TINY)
+    # the victim: a local Hugging Face folder (a tiny random Llama, rotary positions) loaded through `pretrained`
+    llama = _tiny_llama()
+    llama.resize_token_embeddings(dm.vocab_size)
+    llama.save_pretrained(tmp_path / "llama")
+    module = InstructionLMModule(vocab_size=dm.vocab_size, max_length=64, pretrained=str(tmp_path / "llama"), **TINY)
+    assert type(module.model.lm).__name__ == "LlamaForCausalLM"
     cb = RepGuardCallback()
     _trainer(tmp_path, [cb]).fit(module, datamodule=dm)
     assert cb.history[0]["n_isolated"] == cb.history[0]["n_isolated_poisoned"] == len(dm.poisoned_ids) == 50
