@@ -76,7 +76,7 @@ BAD_INPUTS = [
      "RepGuardCallback.layer=9: expected an integer in [1, 2] (hidden_states[layer] of the model's 2 blocks)"),
     ("feature_space_unknown", callback("feature_space"),
      "RepGuardCallback.feature_space='tokens': expected one of 'lexical', 'embedding', 'hidden'"),
-    ("tau_0", callback("tau"), "RepGuardCallback.tau=0: expected a finite number > 0"),
+    ("tau_0", callback("tau"), "RepGuardCallback.tau=0.0: expected a finite number > 0"),
     ("ngram_max_3", callback("ngram"), "RepGuardCallback.ngram_max=3: expected an integer in [1, 2]"),
     ("isolate_unknown", callback("isolate"),
      "RepGuardCallback.isolate='drop': expected one of 'exclude', 'keep_masked', 'unlearn'"),
