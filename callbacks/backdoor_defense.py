@@ -378,8 +378,6 @@ class RepGuardCallback(Callback):
                     f"RepGuard-style defense (token-level reconstruction): {self.feature_space} scores, tau "
                     f"{self.tau}, ablate {self.ablate}, isolate {self.isolate}, {self.localization} localisation"
                 )
-                if self.scorer is not None:  # resumed: the scorer came with the checkpoint
-                    pl_module.loss_override = self._override
             else:
                 rank_zero_info(
                     f"RepGuard-style defense (card reconstruction): layer {self.layer}, warm-up "
@@ -396,6 +394,8 @@ class RepGuardCallback(Callback):
     def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Re-localise at the end of warm-up and every ``relocalize_every`` epochs after it."""
         epoch = trainer.current_epoch
+        if self.token_space and self.scorer is not None:  # a resumed fit: the scorer came with the checkpoint
+            pl_module.loss_override = self._override
         if epoch < self.warmup_epochs:
             return
         if self.relocalize_every == 0:

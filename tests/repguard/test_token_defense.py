@@ -296,6 +296,18 @@ def test_callback_isolates_the_poisoned_samples_and_never_trains_on_them(tmp_pat
     with torch.no_grad():
         torch.testing.assert_close(fresh(batch["input_ids"], batch["attention_mask"]), want)
     torch.testing.assert_close(fresh_cb.token_scores(fresh, batch), cb.token_scores(module, batch))
+    # a resumed fit keeps the checkpoint's scorer (computed once: no second localisation) and isolates from step 1
+    resumed_cb = RepGuardCallback()
+    resumed = InstructionLMModule(vocab_size=dm.vocab_size, max_length=dm.max_length, **TINY)
+    overrides: list[bool] = []
+
+    class Check(pl.Callback):
+        def on_train_batch_start(self, trainer: pl.Trainer, pl_module: object, batch: dict, batch_idx: int) -> None:
+            overrides.append(resumed.loss_override == resumed_cb._override)
+
+    _trainer(tmp_path / "resume", [resumed_cb, Check()], epochs=2).fit(resumed, datamodule=dm,
+                                                                      ckpt_path=str(tmp_path / "rg.ckpt"))  # fmt: skip
+    assert overrides and all(overrides) and [h["epoch"] for h in resumed_cb.history] == [0]
 
 
 def test_unlearn_ascends_on_the_isolated_samples_unmasked() -> None:
