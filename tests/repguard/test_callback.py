@@ -1,6 +1,6 @@
 """RepGuardCallback revision 1 (``feature_space: hidden``, kept as the ablation) on a tiny GPT-2 and a small poisoned
 set: warm-up, mask sparsity, detach (card test 5), the learning mask, the random control, state round trip and masked
-inference after a checkpoint reload. Revision 2 (the token spaces) is tests/repguard/test_token_defense.py."""
+inference after a checkpoint reload. Revision 2 (the token spaces) is tests/repguard/test_callback_tokens.py."""
 
 from __future__ import annotations
 
