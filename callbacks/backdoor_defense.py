@@ -80,9 +80,6 @@ class CleanData(Protocol):
 class RepGuardCallback(Callback):
     """RepGuard-style defense (card ``repguard``, "Revision 2 (current)"; our reconstruction throughout).
 
-    The three revision-2 choices (``feature_space``, ``ablate``, ``isolate``) are typed ``str`` so that a wrong value
-    gets this class's one-line message naming the argument and the choices.
-
     Args:
         feature_space: ``lexical`` (card default: token statistics of D_train against D_clean), ``embedding``
             (Mahalanobis distance at ``hidden_states[0]``) or ``hidden`` (revision 1, the dimension mask at
@@ -144,11 +141,11 @@ class RepGuardCallback(Callback):
 
     def __init__(
         self,
-        feature_space: str = "lexical",
+        feature_space: Literal["lexical", "embedding", "hidden"] = "lexical",
         tau: float = 3.0,
         ngram_max: int = 2,
-        ablate: str = "drop",
-        isolate: str = "exclude",
+        ablate: Literal["drop", "unk", "clean_mean"] = "drop",
+        isolate: Literal["exclude", "keep_masked", "unlearn"] = "exclude",
         lambda_ul: float = 0.1,
         shrinkage: float = 0.1,
         allow_unsafe: bool = False,

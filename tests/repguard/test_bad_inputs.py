@@ -74,12 +74,17 @@ BAD_INPUTS = [
     ("lambda_keep_negative", callback("lambda"), "RepGuardCallback.lambda_keep=-0.5: expected a finite number >= 0"),
     ("layer_beyond_the_model", callback("layer"),
      "RepGuardCallback.layer=9: expected an integer in [1, 2] (hidden_states[layer] of the model's 2 blocks)"),
+    # a Literal choice of a listed callback: the CLI's own line (the value shown is the callback entry)
     ("feature_space_unknown", callback("feature_space"),
-     "RepGuardCallback.feature_space='tokens': expected one of 'lexical', 'embedding', 'hidden'"),
+     "--trainer.callbacks.init_args.feature_space=\"[{'class_path': 'callbacks.backdoor_defense.RepGuardCallback', "
+     "'init_args': {'feature_space': 'tokens'}}]\": expected one of 'lexical', 'embedding', 'hidden' "
+     "(callbacks.backdoor_defense.RepGuardCallback)"),
     ("tau_0", callback("tau"), "RepGuardCallback.tau=0.0: expected a finite number > 0"),
     ("ngram_max_3", callback("ngram"), "RepGuardCallback.ngram_max=3: expected an integer in [1, 2]"),
     ("isolate_unknown", callback("isolate"),
-     "RepGuardCallback.isolate='drop': expected one of 'exclude', 'keep_masked', 'unlearn'"),
+     "--trainer.callbacks.init_args.isolate=\"[{'class_path': 'callbacks.backdoor_defense.RepGuardCallback', "
+     "'init_args': {'isolate': 'drop'}}]\": expected one of 'exclude', 'keep_masked', 'unlearn' "
+     "(callbacks.backdoor_defense.RepGuardCallback)"),
     ("unk_with_keep_masked_unsafe", callback("unsafe"),
      "RepGuardCallback.ablate='unk': expected drop with isolate=keep_masked (training on samples whose flagged tokens "
      "are replaced by a constant makes the constant the new trigger; set allow_unsafe: true to run it anyway)"),
