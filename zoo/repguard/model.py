@@ -184,7 +184,27 @@ def mgda_weights(grads: list[Tensor]) -> Tensor:
     return w
 
 
-class HiddenStateHook:
+class _Switchable:
+    """A torch hook that can be switched off for some forwards (``enabled``) and removed (``_handle``)."""
+
+    enabled: bool = True
+    _handle: Any
+
+    @contextmanager
+    def disabled(self) -> Iterator[None]:
+        """Run the wrapped forwards without the hook's change (the unmasked reference model)."""
+        previous, self.enabled = self.enabled, False
+        try:
+            yield
+        finally:
+            self.enabled = previous
+
+    def remove(self) -> None:
+        """Detach the hook from the model."""
+        self._handle.remove()
+
+
+class HiddenStateHook(_Switchable):
     """Forward hook on the block whose output is ``hidden_states[layer]``: records it and optionally decomposes it.
 
     ``hidden_states[0]`` is the embedding output and ``hidden_states[l]`` the output of block ``l − 1`` (before any
@@ -224,15 +244,6 @@ class HiddenStateHook:
         return new
 
     @contextmanager
-    def disabled(self) -> Iterator[None]:
-        """Run the wrapped forwards without the decomposition (the unmasked reference model)."""
-        previous, self.enabled = self.enabled, False
-        try:
-            yield
-        finally:
-            self.enabled = previous
-
-    @contextmanager
     def recording(self) -> Iterator[None]:
         """Keep the hidden state of the forwards run inside the block in ``self.h``."""
         previous, self.record = self.record, True
@@ -240,10 +251,6 @@ class HiddenStateHook:
             yield
         finally:
             self.record = previous
-
-    def remove(self) -> None:
-        """Detach the hook from the model."""
-        self._handle.remove()
 
 
 def collect_hidden(model: nn.Module, hook: HiddenStateHook, batches: Any, key: str = "prompt_mask") -> Iterator[Any]:
@@ -615,7 +622,7 @@ class RandomScorer:
         return u.masked_fill(hit & body, float("inf"))
 
 
-class TokenDropHook:
+class TokenDropHook(_Switchable):
     """The adaptive token mask at ``hidden_states[0]`` (card step 4), a forward pre-hook on the causal LM.
 
     Each forward's ``input_ids`` are scored (``scorer(input_ids, attention_mask) -> u``) and the body positions
@@ -697,19 +704,6 @@ class TokenDropHook:
             kwargs["inputs_embeds"] = torch.where(flags[..., None], self.clean_mean.to(emb), emb)
             kwargs["input_ids"] = None
         return args, kwargs
-
-    @contextmanager
-    def disabled(self) -> Iterator[None]:
-        """Run the wrapped forwards unmasked (the reference model, unlearning's unmasked forward)."""
-        previous, self.enabled = self.enabled, False
-        try:
-            yield
-        finally:
-            self.enabled = previous
-
-    def remove(self) -> None:
-        """Detach the hook from the model."""
-        self._handle.remove()
 
 
 def isolation_weights(u: Tensor, tau: float) -> Tensor:
