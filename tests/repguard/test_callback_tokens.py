@@ -426,3 +426,36 @@ def test_subword_trigger_pieces_are_localised_and_dropped(bpe_folder: Path, tmp_
     assert cb.history[0]["n_isolated"] == cb.history[0]["n_isolated_poisoned"] == len(dm.poisoned_ids) == 50
     out = evaluate(module.model.lm, dm, token_scorer=lambda b: cb.token_scores(module, b))
     assert out["auroc"]["badnets_word"] == 1.0 and 0.0 <= out["asr_wt_mean"] <= 100.0
+
+
+def test_mgda_combines_task_and_keep_gradients_at_the_two_vector_min_norm_point() -> None:
+    """combine=mgda (token spaces): the step's total loss has the gradient 2·(α g_task + (1 − α) g_keep) with α the
+    closed-form min-norm weight of two vectors, clamp((g_keep − g_task)·g_keep / ‖g_task − g_keep‖², 0, 1) (a plain
+    weighted sum, or weights from the wrong pair of gradients, fails)."""
+    dm, module, cb = _setup(combine="mgda", lambda_keep=1.0)
+    cb._ids(type("T", (), {"datamodule": dm})())  # type: ignore[arg-type]
+    cb.attach(module)
+    cb.scorer = rg.RandomScorer(1.0, dm.vocab.sep_id, seed=0)  # every body token flagged: the keep term fires
+    cb._install_scorer()
+    clean = next(iter(dm.clean_dataloader()))
+    cb._next_clean = lambda trainer: clean  # type: ignore[method-assign]
+    module.log = lambda *a, **k: None  # type: ignore[method-assign]
+    module._logs_this_step = lambda: False  # type: ignore[method-assign]
+    module._trainer = object()  # type: ignore[assignment]  # the clean batch comes from the patched _next_clean
+    module.train()
+    batch = next(iter(dm.loader(dm.dataset("train"), 16)))
+    params = [p for p in module.parameters() if p.requires_grad]
+
+    def flat(loss: torch.Tensor) -> torch.Tensor:
+        return torch.cat([g.flatten() for g in torch.autograd.grad(loss, params, retain_graph=True)])
+
+    task = rg.response_ce(module(batch["input_ids"], batch["attention_mask"]), batch["labels"])
+    total = task + cb._token_term(module, batch, {"loss": task})
+    with cb.drop.disabled(), torch.no_grad():
+        ref = module(clean["input_ids"][:16], clean["attention_mask"][:16])
+    masked = module(clean["input_ids"][:16], clean["attention_mask"][:16])
+    where = torch.zeros_like(clean["prompt_mask"][:16])
+    where[:, :-1] = clean["labels"][:16, 1:] != -100
+    g_task, g_keep = flat(task), flat(rg.keep_kl(ref, masked, where))
+    alpha = float(((g_keep - g_task) @ g_keep / (g_task - g_keep).pow(2).sum()).clamp(0, 1))
+    torch.testing.assert_close(flat(total), 2 * (alpha * g_task + (1 - alpha) * g_keep), rtol=1e-3, atol=1e-6)
