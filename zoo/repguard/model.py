@@ -10,6 +10,7 @@ over (the prompt tokens for localisation, every non-pad token for the independen
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
@@ -183,7 +184,27 @@ def mgda_weights(grads: list[Tensor]) -> Tensor:
     return w
 
 
-class HiddenStateHook:
+class _Switchable:
+    """A torch hook that can be switched off for some forwards (``enabled``) and removed (``_handle``)."""
+
+    enabled: bool = True
+    _handle: Any
+
+    @contextmanager
+    def disabled(self) -> Iterator[None]:
+        """Run the wrapped forwards without the hook's change (the unmasked reference model)."""
+        previous, self.enabled = self.enabled, False
+        try:
+            yield
+        finally:
+            self.enabled = previous
+
+    def remove(self) -> None:
+        """Detach the hook from the model."""
+        self._handle.remove()
+
+
+class HiddenStateHook(_Switchable):
     """Forward hook on the block whose output is ``hidden_states[layer]``: records it and optionally decomposes it.
 
     ``hidden_states[0]`` is the embedding output and ``hidden_states[l]`` the output of block ``l − 1`` (before any
@@ -223,15 +244,6 @@ class HiddenStateHook:
         return new
 
     @contextmanager
-    def disabled(self) -> Iterator[None]:
-        """Run the wrapped forwards without the decomposition (the unmasked reference model)."""
-        previous, self.enabled = self.enabled, False
-        try:
-            yield
-        finally:
-            self.enabled = previous
-
-    @contextmanager
     def recording(self) -> Iterator[None]:
         """Keep the hidden state of the forwards run inside the block in ``self.h``."""
         previous, self.record = self.record, True
@@ -239,10 +251,6 @@ class HiddenStateHook:
             yield
         finally:
             self.record = previous
-
-    def remove(self) -> None:
-        """Detach the hook from the model."""
-        self._handle.remove()
 
 
 def collect_hidden(model: nn.Module, hook: HiddenStateHook, batches: Any, key: str = "prompt_mask") -> Iterator[Any]:
@@ -358,3 +366,353 @@ def response_ce_per_sample(logits: Tensor, labels: Tensor) -> Tensor:
     tokens = F.cross_entropy(logits[:, :-1].transpose(1, 2).float(), target, ignore_index=-100, reduction="none")
     count = (target != -100).sum(1)
     return tokens.sum(1) / count.clamp(min=1)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Revision 2 (card "Revision 2 (current)"): token-level localisation, the token mask at hidden_states[0]
+# ----------------------------------------------------------------------------------------------------------------
+#: The feature spaces of revision 2 (``hidden`` is revision 1, the dimension mask above).
+FeatureSpace = Literal["lexical", "embedding", "hidden"]
+#: What replaces a flagged position at ``hidden_states[0]``.
+TokenAblate = Literal["drop", "unk", "clean_mean"]
+#: The score a position outside the scorable prompt body gets (never flagged, ranks last).
+NEVER = float("-inf")
+
+
+def poisson_deviation(c_clean: Tensor, c_train: Tensor, n_clean: int, n_train: int) -> Tensor:
+    """Sample-wise deviation ``D = −log10 PoissonCDF(c_clean; λ = c_train · N_clean / N_train)`` (card step 1).
+
+    ``c`` counts prompts that contain the token type (or pair). The CDF is the regularised upper incomplete gamma
+    ``Q(c_clean + 1, λ)``, in float64 and floored at 1e-300 (``D ≤ 300``); ``λ = 0`` (never in training) gives 0.
+    A token type that occurs in training prompts far more often than the trusted set's count predicts scores high.
+    """
+    c_clean = c_clean.double()
+    lam = c_train.double() * (float(n_clean) / float(n_train))
+    cdf = torch.special.gammaincc(c_clean + 1.0, lam)
+    # c_clean = 0: CDF = exp(−λ) exactly (no underflow for large λ)
+    log10 = torch.where(c_clean == 0, -lam / math.log(10.0), torch.log10(cdf.clamp(min=1e-300)))
+    return (-log10).clamp(min=0.0)
+
+
+def detection_limit(tau: float, n_train: int, n_clean: int) -> float:
+    """The fewest training prompts a token absent from the trusted set must occur in to reach ``D ≥ τ``.
+
+    With ``c_clean = 0``, ``D = λ / ln 10`` and ``λ = c_train · N_clean / N_train``, so ``c_train ≥ τ · ln 10 ·
+    N_train / N_clean`` (card: ≈ 69 at τ = 3, 3000 training and 300 trusted samples).
+    """
+    return tau * math.log(10.0) * n_train / n_clean
+
+
+def scorable_positions(input_ids: Tensor, attention_mask: Tensor, sep_id: int) -> Tensor:
+    """``[B, T]`` bool: the prompt body, the positions a token score may flag.
+
+    The prompt of a row runs to its first ``sep_id`` (the whole row when it has none, e.g. a prompt under
+    generation); its first token (``[BOS]``), the separator itself, padding and everything after the separator
+    (response tokens) are excluded (card step 3: ``[BOS]``/``[SEP]`` and response tokens are never flagged).
+    """
+    valid = attention_mask.bool()
+    is_sep = (input_ids == sep_id) & valid
+    before_sep = is_sep.long().cumsum(1) == 0
+    first = valid.long().cumsum(1) == 1
+    return valid & before_sep & ~(first & valid)
+
+
+def _prompt_sets(input_ids: Tensor, body: Tensor, vocab_size: int) -> tuple[Tensor, Tensor]:
+    """Per-row token-type presence ``[B, V]`` and the set of adjacent body pairs as keys ``a·V + b`` (one per row)."""
+    b = input_ids.shape[0]
+    present = torch.zeros(b, vocab_size, dtype=torch.bool, device=input_ids.device)
+    rows = torch.arange(b, device=input_ids.device)[:, None].expand_as(input_ids)
+    present[rows[body], input_ids[body]] = True
+    pair_ok = body[:, :-1] & body[:, 1:]
+    keys = input_ids[:, :-1] * vocab_size + input_ids[:, 1:]
+    row_keys = torch.unique(rows[:, :-1][pair_ok] * (vocab_size * vocab_size) + keys[pair_ok])
+    return present, row_keys % (vocab_size * vocab_size)
+
+
+class LexicalScorer:
+    """``feature_space: lexical``: token statistics of D_train against D_clean (card steps 1-3).
+
+    ``D(v)`` (:func:`poisson_deviation` on prompt counts of token type ``v``) and, with ``ngram_max: 2``, the same
+    statistic ``L(a, b)`` on adjacent body pairs (local consistency). The score of position ``t`` is
+    ``u_t = max(D(x_t), L(x_{t−1}, x_t), L(x_t, x_{t+1}))`` over the prompt body (:func:`scorable_positions`);
+    other positions score ``−inf``. Token ids are whatever the datamodule's tokenizer produced (word-level grammar
+    ids or a real tokenizer's sub-word ids: a sub-word trigger piece is one token type like any other).
+
+    Args:
+        vocab_size: number of token ids.
+        sep_id: the prompt separator id.
+        ngram_max: 1 (token types only) or 2 (types and adjacent pairs).
+    """
+
+    def __init__(self, vocab_size: int, sep_id: int, ngram_max: int = 2) -> None:
+        self.vocab_size, self.sep_id, self.ngram_max = vocab_size, sep_id, ngram_max
+        self.type_score = torch.zeros(vocab_size, dtype=torch.float64)
+        self.pair_keys = torch.zeros(0, dtype=torch.long)
+        self.pair_score = torch.zeros(0, dtype=torch.float64)
+        self.counts: dict[str, int] = {"n_train": 0, "n_clean": 0}
+
+    def _count(self, batches: Any) -> tuple[Tensor, Tensor, Tensor, int]:
+        types = torch.zeros(self.vocab_size, dtype=torch.long)
+        pair_keys, n = [], 0
+        for batch in batches:
+            ids, mask = batch["input_ids"].cpu(), batch["attention_mask"].cpu()
+            if int(ids.max()) >= self.vocab_size:
+                raise ValueError(f"LexicalScorer: token id {int(ids.max())} >= vocab_size {self.vocab_size}")
+            body = scorable_positions(ids, mask, self.sep_id)
+            present, keys = _prompt_sets(ids, body, self.vocab_size)
+            types += present.sum(0)
+            pair_keys.append(keys)
+            n += ids.shape[0]
+        keys, counts = torch.unique(torch.cat(pair_keys) if pair_keys else torch.zeros(0, dtype=torch.long),
+                                    return_counts=True)  # fmt: skip
+        return types, keys, counts, n
+
+    def fit(self, train_batches: Any, clean_batches: Any) -> LexicalScorer:
+        """Count prompts containing each token type and pair in both sets; store ``D`` and ``L``."""
+        t_types, t_keys, t_counts, n_train = self._count(train_batches)
+        c_types, c_keys, c_counts, n_clean = self._count(clean_batches)
+        if n_train == 0 or n_clean == 0:
+            raise ValueError(f"LexicalScorer.fit: {n_train} training and {n_clean} clean prompts; both must be > 0")
+        self.counts = {"n_train": n_train, "n_clean": n_clean}
+        self.type_score = poisson_deviation(c_types, t_types, n_clean, n_train)
+        if self.ngram_max >= 2 and t_keys.numel():
+            c_for_t = torch.zeros_like(t_counts)
+            if c_keys.numel():
+                at = torch.searchsorted(c_keys, t_keys).clamp(max=c_keys.numel() - 1)
+                c_for_t = torch.where(c_keys[at] == t_keys, c_counts[at], c_for_t)
+            self.pair_keys, self.pair_score = t_keys, poisson_deviation(c_for_t, t_counts, n_clean, n_train)
+        return self
+
+    def pair_lookup(self, a: Tensor, b: Tensor) -> Tensor:
+        """``L(a, b)`` for id tensors of one shape (0 for a pair never seen in training)."""
+        if self.pair_keys.numel() == 0:
+            return torch.zeros(a.shape, dtype=torch.float64, device=a.device)
+        keys, vals = self.pair_keys.to(a.device), self.pair_score.to(a.device)
+        q = a * self.vocab_size + b
+        at = torch.searchsorted(keys, q.flatten()).clamp(max=keys.numel() - 1).view_as(q)
+        return torch.where(keys[at] == q, vals[at], torch.zeros((), dtype=vals.dtype, device=a.device))
+
+    def __call__(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+        """Token scores ``u`` ``[B, T]`` (float64); ``−inf`` outside the prompt body."""
+        body = scorable_positions(input_ids, attention_mask, self.sep_id)
+        ids = input_ids.clamp(0, self.vocab_size - 1)
+        u = self.type_score.to(input_ids.device)[ids]
+        if self.ngram_max >= 2 and input_ids.shape[1] > 1:
+            pair_ok = body[:, :-1] & body[:, 1:]
+            pl = torch.where(pair_ok, self.pair_lookup(ids[:, :-1], ids[:, 1:]), 0.0)
+            u = u.clone()
+            u[:, 1:] = torch.maximum(u[:, 1:], pl)  # L(x_{t−1}, x_t)
+            u[:, :-1] = torch.maximum(u[:, :-1], pl)  # L(x_t, x_{t+1})
+        return u.masked_fill(~body, NEVER)
+
+    def flagged_types(self, tau: float) -> list[int]:
+        """Token ids with ``D ≥ τ``."""
+        return torch.nonzero(self.type_score >= tau).flatten().tolist()
+
+    def flagged_pairs(self, tau: float) -> list[tuple[int, int]]:
+        """Adjacent pairs ``(a, b)`` with ``L ≥ τ``."""
+        keys = self.pair_keys[self.pair_score >= tau].tolist()
+        return [(k // self.vocab_size, k % self.vocab_size) for k in keys]
+
+    def state(self) -> dict[str, Any]:
+        """Tensors and primitives (checkpoint state)."""
+        return {"type_score": self.type_score, "pair_keys": self.pair_keys, "pair_score": self.pair_score,
+                "counts": dict(self.counts)}  # fmt: skip
+
+    def load(self, state: dict[str, Any]) -> LexicalScorer:
+        """Restore :meth:`state`."""
+        self.type_score, self.pair_keys, self.pair_score = state["type_score"], state["pair_keys"], state["pair_score"]
+        self.counts = dict(state["counts"])
+        return self
+
+
+def embedding_states(lm: nn.Module, input_ids: Tensor, position_ids: Tensor | None = None) -> Tensor:
+    """``hidden_states[0]`` of a Hugging Face causal LM without running its blocks (no dropout: the eval state).
+
+    The token embedding, plus the learned absolute position embedding where the model has one (GPT-2's ``wpe``;
+    rotary models such as Llama add none at layer 0).
+    """
+    emb = lm.get_input_embeddings()(input_ids)
+    base = getattr(lm, getattr(lm, "base_model_prefix", "transformer"), None)
+    wpe = getattr(base, "wpe", None)
+    if isinstance(wpe, nn.Embedding):
+        if position_ids is None:
+            position_ids = torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
+        emb = emb + wpe(position_ids.clamp(max=wpe.num_embeddings - 1))
+    return emb
+
+
+class EmbeddingScorer:
+    """``feature_space: embedding``: Mahalanobis distance of ``hidden_states[0]`` to the trusted-clean token vectors.
+
+    The card's step 1 alternative: shrinkage covariance, the distance z-scored on the clean data.
+
+    ``Σ = (1 − α) S + α (tr S / d) I`` with ``α = shrinkage`` (ours: 0.1); the score of a body position is
+    ``u = (m(x) − mean_clean m) / std_clean m``, ``m(x) = sqrt((x − μ)ᵀ Σ⁻¹ (x − μ))``; other positions ``−inf``.
+    """
+
+    def __init__(self, sep_id: int, shrinkage: float = 0.1) -> None:
+        self.sep_id, self.shrinkage = sep_id, shrinkage
+        self.mu: Tensor | None = None
+        self.precision: Tensor | None = None
+        self.z: tuple[float, float] = (0.0, 1.0)
+        self.lm: nn.Module | None = None
+
+    @torch.no_grad()
+    def fit(self, lm: nn.Module, clean_batches: Any) -> EmbeddingScorer:
+        """Statistics of the body positions of the clean prompts under the LM's current embeddings."""
+        self.lm = lm
+        device = next(lm.parameters()).device
+        xs = []
+        for batch in clean_batches:
+            ids, mask = batch["input_ids"].to(device), batch["attention_mask"].to(device)
+            xs.append(embedding_states(lm, ids)[scorable_positions(ids, mask, self.sep_id)].double())
+        x = torch.cat(xs)
+        if x.shape[0] < 2:
+            raise ValueError("EmbeddingScorer.fit: fewer than 2 clean body tokens")
+        mu = x.mean(0)
+        cov = torch.cov((x - mu).T, correction=0)
+        d = cov.shape[0]
+        eye = torch.eye(d, dtype=cov.dtype, device=cov.device)
+        cov = (1.0 - self.shrinkage) * cov + self.shrinkage * (torch.trace(cov) / d) * eye
+        self.mu, self.precision = mu, torch.linalg.inv(cov)
+        m = self._distance(x)
+        self.z = (float(m.mean()), float(m.std(unbiased=False)) + EPS)
+        return self
+
+    def _distance(self, x: Tensor) -> Tensor:
+        assert self.mu is not None and self.precision is not None
+        c = x.double() - self.mu.to(x.device)
+        return ((c @ self.precision.to(x.device)) * c).sum(-1).clamp(min=0.0).sqrt()
+
+    @torch.no_grad()
+    def __call__(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+        """Token scores ``u`` ``[B, T]`` (float64); ``−inf`` outside the prompt body."""
+        if self.lm is None or self.mu is None:
+            raise RuntimeError("EmbeddingScorer: fit first")
+        body = scorable_positions(input_ids, attention_mask, self.sep_id)
+        u = (self._distance(embedding_states(self.lm, input_ids)) - self.z[0]) / self.z[1]
+        return u.masked_fill(~body, NEVER)
+
+    def state(self) -> dict[str, Any]:
+        """Tensors and primitives (checkpoint state)."""
+        return {"mu": self.mu, "precision": self.precision, "z": list(self.z)}
+
+    def load(self, state: dict[str, Any], lm: nn.Module) -> EmbeddingScorer:
+        """Restore :meth:`state` onto ``lm``."""
+        self.mu, self.precision, self.z, self.lm = state["mu"], state["precision"], tuple(state["z"]), lm
+        return self
+
+
+class RandomScorer:
+    """The control (``localization: random``): a body position scores ``+inf`` with probability ``rate``.
+
+    Drawn afresh per forward from a seeded generator; ``−inf`` otherwise.
+    """
+
+    def __init__(self, rate: float, sep_id: int, seed: int = 0) -> None:
+        self.rate, self.sep_id = rate, sep_id
+        self.gen = torch.Generator().manual_seed(seed)
+
+    def __call__(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+        """Random scores ``[B, T]``."""
+        body = scorable_positions(input_ids, attention_mask, self.sep_id)
+        hit = torch.rand(input_ids.shape, generator=self.gen).to(input_ids.device) < self.rate
+        u = torch.full(input_ids.shape, NEVER, dtype=torch.float64, device=input_ids.device)
+        return u.masked_fill(hit & body, float("inf"))
+
+
+class TokenDropHook(_Switchable):
+    """The adaptive token mask at ``hidden_states[0]`` (card step 4), a forward pre-hook on the causal LM.
+
+    Each forward's ``input_ids`` are scored (``scorer(input_ids, attention_mask) -> u``) and the body positions
+    with ``u ≥ tau`` are flagged (``m_{b,t} = 1[u ≥ τ]``). ``ablate``:
+
+    * ``drop`` (default): the flagged positions are removed through the attention mask (0 there) and the position
+      ids (every later position moves back by the number of dropped positions before it), so the model computes
+      exactly what it would on the prompt with those tokens deleted;
+    * ``unk``: the flagged ids become ``unk_id`` (the ``[UNK]`` embedding at ``hidden_states[0]``);
+    * ``clean_mean``: the flagged positions' input embeddings become ``clean_mean`` (the mean input embedding of
+      the trusted prompts' body tokens), through ``inputs_embeds``.
+
+    A forward that continues a KV cache (``attention_mask`` longer than ``input_ids``) keeps the previous forward's
+    dropped columns masked and its positions shifted; its new tokens are generated, never flagged. A forward in
+    which nothing is flagged runs unchanged (bitwise the unhooked model).
+    """
+
+    def __init__(self, lm: nn.Module, scorer: Any, tau: float, ablate: TokenAblate = "drop",
+                 unk_id: int | None = None, clean_mean: Tensor | None = None) -> None:  # fmt: skip
+        self.lm, self.scorer, self.tau, self.ablate = lm, scorer, float(tau), ablate
+        self.unk_id, self.clean_mean = unk_id, clean_mean
+        self.enabled = True
+        #: The last first-pass forward's scores ``u`` and flags ``[B, T]``.
+        self.u: Tensor | None = None
+        self.flags: Tensor | None = None
+        self._handle = lm.register_forward_pre_hook(self._pre, with_kwargs=True)
+
+    def _pre(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if not self.enabled or self.scorer is None:
+            return None
+        kwargs = dict(kwargs)
+        if args:  # positional input_ids (and attention_mask): move them to keywords
+            kwargs.setdefault("input_ids", args[0])
+            if len(args) > 1:
+                kwargs.setdefault("past_key_values", args[1])
+            args = ()
+        ids = kwargs.get("input_ids")
+        if ids is None:
+            return None
+        mask = kwargs.get("attention_mask")
+        if mask is None:
+            mask = torch.ones_like(ids)
+        n = ids.shape[1]
+        if mask.shape[1] > n:  # a KV-cache continuation: carry the first pass's drops
+            if self.ablate != "drop" or self.flags is None or not bool(self.flags.any()):
+                return None
+            dropped = self.flags
+            if dropped.shape[0] != ids.shape[0]:
+                return None
+            t0 = min(dropped.shape[1], mask.shape[1] - n)
+            new_mask = mask.clone()
+            new_mask[:, :t0] = new_mask[:, :t0] * (~dropped[:, :t0]).to(mask.dtype)
+            pos = kwargs.get("position_ids")
+            if pos is None:
+                pos = torch.arange(mask.shape[1] - n, mask.shape[1], device=ids.device).expand_as(ids)
+            kwargs["attention_mask"] = new_mask
+            kwargs["position_ids"] = pos - dropped[:, :t0].sum(1, keepdim=True).to(pos.dtype)
+            return args, kwargs
+        with torch.no_grad():
+            u = self.scorer(ids, mask)
+        flags = u >= self.tau
+        self.u, self.flags = u, flags
+        if not bool(flags.any()):
+            return None
+        if self.ablate == "drop":
+            pos = kwargs.get("position_ids")
+            if pos is None:
+                pos = torch.arange(n, device=ids.device).expand_as(ids)
+            kwargs["attention_mask"] = mask * (~flags).to(mask.dtype)
+            kwargs["position_ids"] = pos - flags.long().cumsum(1).to(pos.dtype)
+        elif self.ablate == "unk":
+            if self.unk_id is None:
+                raise ValueError("TokenDropHook(ablate=unk) needs unk_id")
+            kwargs["input_ids"] = ids.masked_fill(flags, self.unk_id)
+        else:
+            if self.clean_mean is None:
+                raise ValueError("TokenDropHook(ablate=clean_mean) needs clean_mean")
+            emb = module.get_input_embeddings()(ids)
+            kwargs["inputs_embeds"] = torch.where(flags[..., None], self.clean_mean.to(emb), emb)
+            kwargs["input_ids"] = None
+        return args, kwargs
+
+
+def isolation_weights(u: Tensor, tau: float) -> Tensor:
+    """``(B,)`` sample weights of card step 5: 0 for a sample whose max token score reaches ``τ``, else 1."""
+    return (u.max(1).values < tau).to(torch.float32)
+
+
+def weighted_task_loss(ce: Tensor, w: Tensor) -> Tensor:
+    """``Σ_i w_i CE_i / Σ_i w_i`` (card step 6); 0 (with the graph) when every weight is 0."""
+    w = w.to(ce)
+    total = w.sum()
+    return (w * ce).sum() / total if float(total) > 0 else (ce * 0.0).sum()
