@@ -47,8 +47,9 @@ class ABLCallback(Callback):
     ``batch``, the public code's sign of the batch mean). At the end of epoch ``isolation_epochs − 1`` every training
     sample's response CE is computed (eval mode) and the ``floor(isolation_ratio·n)`` lowest are isolated. The
     remaining epochs train on the other samples only (the public code's fine-tuning on the non-isolated data). After
-    the last epoch, ``unlearning_epochs`` epochs of gradient ascent (``−mean CE``) on the isolated samples, AdamW at
-    ``unlearning_lr`` (the public code: SGD at 5e-4; our victim is trained with AdamW), batch ``unlearning_batch``.
+    the last epoch, ``unlearning_epochs`` epochs of gradient ascent (``−mean CE``) on the isolated samples at
+    ``unlearning_lr``, batch ``unlearning_batch``, with the public code's SGD (momentum 0.9, Nesterov, weight decay
+    1e-4) or AdamW (the victim's optimiser; its sign-like steps make the same learning rate a far larger ascent).
 
     Logged: the isolated ids and, for the report only (never used by the defense), the fraction of them that are
     poisoned (``abl/isolation_precision``) and the fraction of poisoned samples isolated (``abl/isolation_recall``).
@@ -61,6 +62,7 @@ class ABLCallback(Callback):
         unlearning_epochs: gradient-ascent epochs on the isolated samples (public code: 5, the first evaluates only).
         unlearning_lr: their learning rate (public code: 5e-4).
         unlearning_batch: their batch size (public code: 64).
+        unlearning_optimizer: ``sgd`` (public code) or ``adamw``.
     """
 
     def __init__(
@@ -72,6 +74,7 @@ class ABLCallback(Callback):
         unlearning_epochs: int = 5,
         unlearning_lr: float = 5e-4,
         unlearning_batch: int = 64,
+        unlearning_optimizer: Literal["sgd", "adamw"] = "sgd",
     ) -> None:
         checks.integer(checks.callback(self, "isolation_epochs"), isolation_epochs, 1)
         checks.probability(checks.callback(self, "isolation_ratio"), isolation_ratio)
@@ -80,9 +83,11 @@ class ABLCallback(Callback):
         checks.integer(checks.callback(self, "unlearning_epochs"), unlearning_epochs, 0)
         checks.non_negative(checks.callback(self, "unlearning_lr"), unlearning_lr)
         checks.integer(checks.callback(self, "unlearning_batch"), unlearning_batch, 1)
+        checks.choice(checks.callback(self, "unlearning_optimizer"), unlearning_optimizer, ("sgd", "adamw"))
         self.isolation_epochs, self.isolation_ratio, self.gamma = isolation_epochs, isolation_ratio, gamma
         self.lga, self.unlearning_epochs = lga, unlearning_epochs
         self.unlearning_lr, self.unlearning_batch = unlearning_lr, unlearning_batch
+        self.unlearning_optimizer = unlearning_optimizer
         #: Isolated ``D_train`` indices (lowest loss first), ``None`` before the isolation.
         self.isolated: list[int] | None = None
         self._isolated_set: Tensor | None = None
@@ -157,7 +162,12 @@ class ABLCallback(Callback):
         lm = pl_module.model.lm
         device = next(lm.parameters()).device
         params = [p for p in lm.parameters() if p.requires_grad]
-        opt = torch.optim.AdamW(params, lr=self.unlearning_lr, weight_decay=getattr(pl_module, "weight_decay", 0.0))
+        if self.unlearning_optimizer == "sgd":  # the public code's optimiser
+            opt: torch.optim.Optimizer = torch.optim.SGD(
+                params, lr=self.unlearning_lr, momentum=0.9, weight_decay=1e-4, nesterov=True
+            )
+        else:
+            opt = torch.optim.AdamW(params, lr=self.unlearning_lr, weight_decay=getattr(pl_module, "weight_decay", 0.0))
         gen = torch.Generator().manual_seed(int(getattr(dm, "seed", 0)))
         history = []
         was = lm.training

@@ -620,7 +620,8 @@ def test_excluded_mean_drops_removed_samples() -> None:
     assert float(excluded_mean(ce, torch.zeros(4, dtype=torch.bool))) == 0.0
 
 
-def test_abl_callback_isolates_lowest_loss_training_samples_and_unlearns_them() -> None:
+@pytest.mark.parametrize(("optimizer", "lr"), [("sgd", 0.5), ("adamw", 1e-2)])
+def test_abl_callback_isolates_lowest_loss_training_samples_and_unlearns_them(optimizer: str, lr: float) -> None:
     """On a real (tiny) victim: the callback's per-sample losses equal a hand loop of token CEs over D_train, it
     isolates exactly the lowest ones, the next phase's loss leaves them out, and the unlearning epochs raise their CE
     (gradient ascent, not descent)."""
@@ -630,7 +631,8 @@ def test_abl_callback_isolates_lowest_loss_training_samples_and_unlearns_them() 
     dm = BackdoorDataModule(**SMALL_DM)
     dm.setup()
     module = _tiny_module(dm)
-    abl = ABLCallback(isolation_ratio=0.1, unlearning_epochs=3, unlearning_lr=1e-2, unlearning_batch=4)
+    abl = ABLCallback(isolation_ratio=0.1, unlearning_epochs=3, unlearning_lr=lr, unlearning_batch=4,
+                      unlearning_optimizer=optimizer)  # fmt: skip
     losses = abl.sample_losses(module, dm)
     lm = module.model.lm.eval()
     for i in (0, 5, 63):
