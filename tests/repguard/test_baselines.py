@@ -641,7 +641,7 @@ def test_abl_callback_isolates_lowest_loss_training_samples_and_unlearns_them(op
         logits = lm(input_ids=ids).logits[0, :-1]
         p = item["prompt_len"]
         hand = F.cross_entropy(logits[p - 1 :], ids[0, p:])
-        assert float(losses[i]) == pytest.approx(float(hand), rel=1e-5)
+        assert float(losses[i]) == pytest.approx(float(hand.detach()), rel=1e-5)
     isolated = abl.isolate(module, dm)
     assert isolated == np.argsort(losses.numpy(), kind="stable")[:6].tolist()
     batch = next(iter(dm.loader(dm.dataset("train"), 64)))
