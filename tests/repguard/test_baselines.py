@@ -10,6 +10,7 @@ import copy
 import math
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -17,9 +18,14 @@ from torch import Tensor, nn
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
 from zoo.repguard.baselines import (
+    abl_isolate,
+    abl_lga_loss,
+    crow_consistency_loss,
     dece_loss,
+    excluded_mean,
     fake_quantize_,
     fake_quantize_tensor,
+    layer_consistency,
     mlp_unit_scores,
     onion_filter,
     onion_scores,
@@ -29,6 +35,8 @@ from zoo.repguard.baselines import (
     select_prune_rate,
     sequence_ppl,
     shift_for_lm,
+    spectral_remove,
+    spectral_scores,
 )
 from zoo.repguard.metrics import (
     asr,
@@ -559,3 +567,205 @@ def test_localization_auroc_ties_and_valid_mask() -> None:
     assert localization_auroc(s, t, v) == pytest.approx(float(pairwise))
     with pytest.raises(ValueError, match="both"):
         localization_auroc(scores, torch.zeros_like(trigger), valid)
+
+
+# ------------------------------------------------ issue #23: ABL, spectral signatures, CROW, ONION (clean threshold)
+
+SMALL_DM = {"n_train": 64, "n_clean": 32, "n_val": 16, "n_test": 16, "batch_size": 32, "poison_rate": 0.1}
+
+
+def _tiny_module(dm, seed: int = 0):
+    from zoo.repguard.module import InstructionLMModule
+
+    module = InstructionLMModule(vocab_size=dm.vocab_size, n_layer=1, n_embd=16, n_head=2, init_seed=seed)
+    module.configure_models()
+    return module
+
+
+def test_abl_lga_flips_the_sign_at_gamma() -> None:
+    """Catches LGA without the flip (plain descent), the flip on the wrong side of γ, or a sign that carries gradient:
+    per sample, d loss / d ℓ_i = sign(ℓ_i − γ)/B (ascent below the floor, descent above); in the public code's
+    ``batch`` form the whole batch follows the sign of the batch mean."""
+    gamma = 0.5
+    ce = torch.tensor([0.1, 0.49, 0.51, 2.0], requires_grad=True)
+    loss = abl_lga_loss(ce, gamma, "sample")
+    loss.backward()
+    assert torch.equal(ce.grad, torch.tensor([-0.25, -0.25, 0.25, 0.25]))
+    assert float(loss.detach()) == pytest.approx((-0.1 - 0.49 + 0.51 + 2.0) / 4)
+    for values, sign in (([0.1, 0.2, 0.3, 0.4], -1.0), ([0.1, 0.2, 0.3, 2.0], 1.0)):
+        ce = torch.tensor(values, requires_grad=True)
+        abl_lga_loss(ce, gamma, "batch").backward()
+        assert torch.equal(ce.grad, torch.full((4,), sign / 4))
+
+
+def test_abl_isolation_picks_the_lowest_loss_fraction() -> None:
+    """Catches the highest-loss end, a ratio rounded up instead of the public code's ``int(n·ratio)``, or unstable
+    ties: the isolated ids are numpy's stable argsort head of length floor(ratio·n)."""
+    g = torch.Generator().manual_seed(3)
+    losses = torch.rand(250, generator=g)
+    losses[17] = losses[40] = -1.0  # a tie at the bottom: index order
+    ids = abl_isolate(losses, 0.02)
+    assert ids.tolist() == np.argsort(losses.numpy(), kind="stable")[:5].tolist()
+    assert ids[:2].tolist() == [17, 40]
+    assert abl_isolate(losses, 0.0139).numel() == 3 and abl_isolate(losses[:99], 0.01).numel() == 0
+
+
+def test_excluded_mean_drops_removed_samples() -> None:
+    """Catches a mean over the whole batch (removed samples still diluting) or a gradient reaching removed samples."""
+    ce = torch.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+    keep = torch.tensor([True, False, True, False])
+    loss = excluded_mean(ce, keep)
+    loss.backward()
+    assert float(loss.detach()) == 2.0 and ce.grad.tolist() == [0.5, 0.0, 0.5, 0.0]
+    assert float(excluded_mean(ce, torch.zeros(4, dtype=torch.bool)).detach()) == 0.0
+
+
+@pytest.mark.parametrize(("optimizer", "lr"), [("sgd", 0.5), ("adamw", 1e-2)])
+def test_abl_callback_isolates_lowest_loss_training_samples_and_unlearns_them(optimizer: str, lr: float) -> None:
+    """On a real (tiny) victim: the callback's per-sample losses equal a hand loop of token CEs over D_train, it
+    isolates exactly the lowest ones, the next phase's loss leaves them out, and the unlearning epochs raise their CE
+    (gradient ascent, not descent)."""
+    from callbacks.backdoor_baselines import ABLCallback
+    from datamodules.instructions.datamodule import BackdoorDataModule
+
+    dm = BackdoorDataModule(**SMALL_DM)
+    dm.setup()
+    module = _tiny_module(dm)
+    abl = ABLCallback(isolation_ratio=0.1, unlearning_epochs=3, unlearning_lr=lr, unlearning_batch=4,
+                      unlearning_optimizer=optimizer)  # fmt: skip
+    losses = abl.sample_losses(module, dm)
+    lm = module.model.lm.eval()
+    for i in (0, 5, 63):
+        item = dm.dataset("train")[i]
+        ids = torch.tensor([item["input_ids"]])
+        logits = lm(input_ids=ids).logits[0, :-1]
+        p = item["prompt_len"]
+        hand = F.cross_entropy(logits[p - 1 :], ids[0, p:])
+        assert float(losses[i]) == pytest.approx(float(hand.detach()), rel=1e-5)
+    isolated = abl.isolate(module, dm)
+    assert isolated == np.argsort(losses.numpy(), kind="stable")[:6].tolist()
+    batch = next(iter(dm.loader(dm.dataset("train"), 64)))
+    ce = torch.arange(64, dtype=torch.float)
+    kept = [i for i in range(64) if i not in set(isolated)]
+    assert float(abl.loss(batch, ce)) == pytest.approx(sum(kept) / len(kept))
+    before = float(losses[isolated].mean())
+    history = abl.unlearn(module, dm)
+    assert len(history) == 3 and history[-1] > before + 0.1
+    after = abl.sample_losses(module, dm)
+    assert float(after[isolated].mean()) > before + 0.1
+
+
+def test_spectral_scores_are_squared_projections_on_numpy_top_singular_vector() -> None:
+    """Catches an uncentred SVD, the left instead of the right singular vector, |projection| instead of its square, or
+    removal of the lowest scores; the planted outliers of each class are removed (1.5·ε of it) and nothing else."""
+    rng = np.random.default_rng(0)
+    reps = rng.normal(size=(40, 6)) + 3.0
+    reps[:, 0] *= 4.0
+    centred = reps - reps.mean(0)
+    v = np.linalg.svd(centred, full_matrices=False)[2][0]
+    assert np.allclose(spectral_scores(torch.tensor(reps)).numpy(), (centred @ v) ** 2, rtol=1e-10, atol=1e-12)
+    # two classes of 100; class 1 has 6 samples shifted along a hidden direction
+    x = rng.normal(size=(200, 8))
+    labels = torch.tensor([0] * 100 + [1] * 100)
+    planted = [100, 111, 123, 150, 177, 199]
+    x[planted] += 12.0 * np.eye(8)[3]
+    removed = spectral_remove(torch.tensor(x), labels, eps=0.04, factor=1.5)
+    assert removed.numel() == 12  # round(1.5 * 0.04 * 100) per class
+    assert set(planted) <= set(removed.tolist())
+    assert sum(r >= 100 for r in removed.tolist()) == 6
+
+
+def test_layer_consistency_matches_a_hand_computation() -> None:
+    """Catches cosine similarity instead of 1 − cos, padding positions counted, or a sum instead of the mean over
+    layer pairs."""
+    h0 = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [5.0, 5.0]]])
+    h1 = torch.tensor([[[1.0, 1.0], [0.0, 2.0], [-5.0, 5.0]]])
+    h2 = torch.tensor([[[-1.0, 0.0], [1.0, 0.0], [1.0, 1.0]]])
+    valid = torch.tensor([[True, True, False]])
+
+    def d(a: list[float], b: list[float]) -> float:
+        a_, b_ = np.array(a), np.array(b)
+        return 1.0 - float(a_ @ b_ / np.linalg.norm(a_) / np.linalg.norm(b_))
+
+    pair01 = (d([1, 0], [1, 1]) + d([0, 1], [0, 2])) / 2
+    pair12 = (d([1, 1], [-1, 0]) + d([0, 2], [1, 0])) / 2
+    assert float(layer_consistency([h0, h1, h2], valid)) == pytest.approx((pair01 + pair12) / 2, rel=1e-6)
+
+
+def test_crow_term_is_consistency_at_the_fgsm_point() -> None:
+    """Catches a perturbation against the gradient (−ε·sign), a random or zero perturbation, or a gradient that
+    reaches the FGSM direction: the adversarial term equals ``layer_consistency`` of the forward at
+    ``E + ε·sign(∇_E L_cons)`` (hand-computed here), exceeds the clean term for small ε, and ε = 0 gives the clean
+    term."""
+    lm = tiny_gpt2(seed=1, n_layer=3).train()
+    ids = torch.tensor([[BOS, 5, 6, 7, SEP, SURE, EOS], [BOS, 8, 9, SEP, REFUSE, EOS, PAD]])
+    mask = (ids != PAD).long()
+    valid = mask.bool()
+    lm.eval()  # no dropout, so the hand forward is the same function
+    adv, clean = crow_consistency_loss(lm, ids, mask, epsilon=0.05)
+    e = lm.get_input_embeddings()(ids).detach().requires_grad_(True)
+    hand_clean = layer_consistency(lm(inputs_embeds=e, attention_mask=mask, output_hidden_states=True).hidden_states,
+                                   valid)  # fmt: skip
+    (g,) = torch.autograd.grad(hand_clean, e)
+    out = lm(inputs_embeds=e.detach() + 0.05 * g.sign(), attention_mask=mask, output_hidden_states=True)
+    assert float(clean) == pytest.approx(float(hand_clean), rel=1e-5)
+    assert float(adv) == pytest.approx(float(layer_consistency(out.hidden_states, valid)), rel=1e-5)
+    assert float(adv) > float(clean)
+    zero, clean0 = crow_consistency_loss(lm, ids, mask, epsilon=0.0)
+    assert float(zero) == pytest.approx(float(clean0), rel=1e-6)
+    adv.backward()  # the term trains the weights
+    assert lm.transformer.h[0].attn.c_attn.weight.grad is not None
+
+
+def test_onion_clean_threshold_reads_only_the_clean_validation_split() -> None:
+    """Catches a selection that reads triggered or training data: every split the selection touches is recorded and
+    it is only ``val``; the chosen threshold is one of the clean-validation candidates (or ∞)."""
+    from datamodules.instructions.datamodule import BackdoorDataModule
+    from zoo.repguard.defenses_runner import select_onion_clean
+    from zoo.repguard.evaluate import train_prompt_scorer
+
+    dm = BackdoorDataModule(**SMALL_DM)
+    dm.setup()
+    module = _tiny_module(dm)
+    scorer = train_prompt_scorer(dm, n_layer=1, n_embd=16, steps=5)
+    seen: list[tuple] = []
+    original = dm.dataset
+
+    def spy(split, kind=None):
+        seen.append((split, kind))
+        return original(split, kind)
+
+    dm.dataset = spy  # type: ignore[method-assign]
+    threshold, accs = select_onion_clean(module.model.lm, dm, scorer)
+    assert seen and {s for s, _ in seen} == {"val"}
+    assert threshold in accs and math.inf in accs
+
+
+def test_runner_defenses_report_their_selection() -> None:
+    """Plumbing of every runner defense on a tiny victim (one batch per inner epoch): the full metric set, ABL's
+    isolation count, spectral's removal count (1.5·ε of each class), ONION's clean threshold; unknown names and bad
+    values raise one line naming the option."""
+    from callbacks.backdoor_baselines import DefenseComparison
+    from datamodules.instructions.datamodule import BackdoorDataModule
+    from zoo.repguard.defenses_runner import DefenseOptions, run_defenses
+
+    dm = BackdoorDataModule(**SMALL_DM)
+    dm.setup()
+    module = _tiny_module(dm)
+    options = DefenseOptions(abl={"isolation_ratio": 0.05}, spectral_eps=0.1, onion_steps=5)
+    out = run_defenses(module, dm, ["abl", "spectral", "crow", "onion_clean"], options, fast_dev_run=True)
+    for r in out.values():
+        assert {"asr_wt_mean", "asr_wo", "ca", "ca_avg"} <= set(r)
+    assert out["abl"]["n_isolated"] == 3
+    labels = torch.tensor([s.response[0] == "REFUSE" for s in dm.dataset("train").samples])
+    want = sum(round(1.5 * 0.1 * int(n)) for n in (labels.sum(), (~labels).sum()))
+    assert out["spectral"]["n_removed"] == want
+    assert out["onion_clean"]["threshold"] is not None
+    with pytest.raises(ValueError, match="unknown runner defense"):
+        run_defenses(module, dm, ["strip"])
+    with pytest.raises(ValueError, match=r"^DefenseComparison.defenses=\['abl', 'strip'\]: expected a subset"):
+        DefenseComparison(defenses=["abl", "strip"])
+    with pytest.raises(ValueError, match=r"^DefenseComparison.spectral.eps=1.5: expected a number in \(0, 1\)"):
+        DefenseComparison(defenses=["spectral"], spectral={"eps": 1.5})
+    with pytest.raises(ValueError, match=r"^ABLCallback.isolation_ratio=2.0: expected a number in \[0, 1\]"):
+        DefenseComparison(defenses=["abl"], abl={"isolation_ratio": 2.0})

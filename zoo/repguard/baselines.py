@@ -657,3 +657,179 @@ def select_onion_threshold(
         if accs[math.inf] - accs[t] <= max_drop:
             return t, accs
     return math.inf, accs
+
+
+# --------------------------------------------------------------------------------------------------------- ABL
+# Anti-backdoor learning (Li et al., NeurIPS 2021; public code bboylyg/ABL), on per-sample response CE.
+
+#: ABL's loss floor γ (public code default 0.5), in nats of per-sample mean response-token CE.
+ABL_GAMMA = 0.5
+#: ABL's isolation ratio (public code default 0.01).
+ABL_ISOLATION_RATIO = 0.01
+
+
+def abl_lga_loss(ce: Tensor, gamma: float = ABL_GAMMA, granularity: Literal["sample", "batch"] = "sample") -> Tensor:
+    """ABL's local gradient ascent (LGA): ``sign(ℓ − γ)·ℓ``, so a loss below the floor ``γ`` is ascended.
+
+    ``sample`` (the paper's Eq. 3, an expectation of the per-example term): ``mean_i sign(ℓ_i − γ)·ℓ_i``.
+    ``batch`` (the public code: the sign of the batch-mean loss): ``sign(mean ℓ − γ)·mean ℓ``. The sign is a constant
+    in the backward pass (its derivative is 0 almost everywhere), so a sample with ``ℓ_i < γ`` gets the gradient of
+    ``−ℓ_i``: its loss is pushed back up to ``γ`` while the others descend.
+
+    Args:
+        ce: ``(B,)`` per-sample losses (``response_ce_per_sample``).
+        gamma: the floor ``γ``.
+        granularity: ``sample`` or ``batch``.
+
+    Returns:
+        A scalar.
+    """
+    if granularity == "sample":
+        return (torch.sign(ce.detach() - gamma) * ce).mean()
+    if granularity == "batch":
+        mean = ce.mean()
+        return torch.sign(mean.detach() - gamma) * mean
+    raise ValueError(f"abl_lga_loss: granularity={granularity!r}; expected 'sample' or 'batch'")
+
+
+def abl_isolate(losses: Tensor, ratio: float = ABL_ISOLATION_RATIO) -> Tensor:
+    """ABL's backdoor isolation: the indices of the ``floor(ratio·n)`` lowest-loss samples (public code: ``argsort``).
+
+    Ties are broken by index (stable sort). The result is sorted by loss, lowest first.
+
+    Args:
+        losses: ``(n,)`` per-sample losses of the whole training set after the isolation epochs.
+        ratio: isolation ratio in ``[0, 1]``.
+
+    Returns:
+        ``(k,)`` long indices.
+    """
+    if not 0.0 <= ratio <= 1.0:
+        raise ValueError(f"abl_isolate: ratio={ratio}; expected a fraction in [0, 1]")
+    k = int(math.floor(ratio * losses.numel() + 1e-9))
+    return torch.argsort(losses.detach().float().cpu(), stable=True)[:k]
+
+
+def excluded_mean(ce: Tensor, keep: Tensor) -> Tensor:
+    """Mean per-sample loss over the kept samples of a batch (0 with a zero gradient when none is kept).
+
+    Training on ``D_train`` minus a removed set, batch by batch: a removed sample contributes neither loss nor
+    gradient (ABL's training on the non-isolated data, spectral signatures' retraining on the rest).
+
+    Args:
+        ce: ``(B,)`` per-sample losses.
+        keep: ``(B,)`` bool, ``True`` for a sample that stays.
+
+    Returns:
+        A scalar.
+    """
+    keep = keep.to(ce.device, torch.bool)
+    return (ce * keep).sum() / keep.sum().clamp(min=1)
+
+
+# -------------------------------------------------------------------------------------------- spectral signatures
+# Tran, Li, Madry, "Spectral Signatures in Backdoor Attacks" (NeurIPS 2018).
+
+
+def spectral_scores(reps: Tensor) -> Tensor:
+    """Outlier scores of one class: ``τ_i = ((R_i − R̄)·v)²`` with ``v`` the top right singular vector of ``R − R̄``.
+
+    Args:
+        reps: ``(n, d)`` representations of the samples of one label class.
+
+    Returns:
+        ``(n,)`` float64 scores (the squared projection on the top singular direction).
+    """
+    r = reps.detach().to(torch.float64)
+    centred = r - r.mean(0, keepdim=True)
+    if r.shape[0] < 2:
+        return torch.zeros(r.shape[0], dtype=torch.float64)
+    _, _, vh = torch.linalg.svd(centred, full_matrices=False)
+    return (centred @ vh[0]) ** 2
+
+
+def spectral_remove(reps: Tensor, labels: Tensor, eps: float = 0.05, factor: float = 1.5) -> Tensor:
+    """Spectral signatures' filter: per label class, the ``round(factor·eps·n_class)`` highest-score samples.
+
+    ``eps`` is the defender's upper bound on the poisoned fraction; Tran et al. remove ``1.5·ε`` of each class and
+    retrain from scratch on the rest.
+
+    Args:
+        reps: ``(n, d)`` representations.
+        labels: ``(n,)`` class of each sample (here the first response token).
+        eps: assumed poisoned fraction.
+        factor: removal multiplier (the paper's 1.5).
+
+    Returns:
+        Sorted ``(k,)`` long indices of the removed samples.
+    """
+    if reps.shape[0] != labels.shape[0]:
+        raise ValueError(f"spectral_remove: {reps.shape[0]} representations but {labels.shape[0]} labels")
+    removed = []
+    for y in torch.unique(labels):
+        idx = torch.nonzero(labels == y).flatten()
+        k = int(round(factor * eps * idx.numel()))
+        if k == 0:
+            continue
+        scores = spectral_scores(reps[idx])
+        removed.append(idx[torch.argsort(scores, descending=True, stable=True)[:k]])
+    if not removed:
+        return torch.zeros(0, dtype=torch.long)
+    return torch.sort(torch.cat(removed)).values
+
+
+# ------------------------------------------------------------------------------------------------------ CROW
+# Min et al., "CROW: Eliminating Backdoors from LLMs via Internal Consistency Regularization" (arXiv 2411.12768).
+
+
+def layer_consistency(hidden_states: Sequence[Tensor], valid: Tensor) -> Tensor:
+    """CROW's consistency loss: the mean over consecutive layer pairs of ``1 − cos(h_l, h_{l+1})``, token-averaged.
+
+    ``L_cons = 1/(L) Σ_{l=0}^{L−1} mean_{(b,t) valid} [1 − cos(h_l[b,t], h_{l+1}[b,t])]`` over the ``L + 1`` states
+    given (Hugging Face ``hidden_states``: the embeddings and every block's output).
+
+    Args:
+        hidden_states: ``L + 1`` tensors ``[B, T, d]``.
+        valid: ``[B, T]`` bool, the token positions that count (non-padding).
+
+    Returns:
+        A scalar.
+    """
+    if len(hidden_states) < 2:
+        raise ValueError("layer_consistency: needs at least two hidden states")
+    v = valid.to(hidden_states[0].device, torch.bool)
+    terms = []
+    for a, b in zip(hidden_states[:-1], hidden_states[1:], strict=True):
+        cos = F.cosine_similarity(a.float(), b.float(), dim=-1, eps=1e-8)  # [B, T]
+        terms.append((1.0 - cos)[v].mean())
+    return torch.stack(terms).mean()
+
+
+def crow_consistency_loss(
+    model: nn.Module, input_ids: Tensor, attention_mask: Tensor, epsilon: float = 0.1
+) -> tuple[Tensor, Tensor]:
+    """CROW's adversarial consistency term: ``L_cons`` on input embeddings perturbed by ``ε·sign(∇_E L_cons)``.
+
+    First ``L_cons`` of the clean forward and its gradient w.r.t. the input embeddings ``E`` (FGSM); then a forward
+    with ``E + δ``, ``δ = ε·sign(∇_E L_cons)`` detached, whose ``L_cons`` is returned for training (the adversarial
+    direction is the one that most increases the layer-to-layer change).
+
+    Args:
+        model: a Hugging Face causal LM (``get_input_embeddings`` and ``inputs_embeds`` supported).
+        input_ids: ``[B, T]``.
+        attention_mask: ``[B, T]``.
+        epsilon: the perturbation size ``ε`` (L∞ per embedding coordinate).
+
+    Returns:
+        ``(adversarial L_cons with graph, clean L_cons detached)``.
+    """
+    valid = attention_mask.bool()
+    embeds = model.get_input_embeddings()(input_ids)
+    probe = embeds.detach().requires_grad_(True)
+    with torch.enable_grad():
+        out = model(inputs_embeds=probe, attention_mask=attention_mask, output_hidden_states=True, use_cache=False)
+        clean = layer_consistency(out.hidden_states, valid)
+        (grad,) = torch.autograd.grad(clean, probe)
+    delta = epsilon * grad.sign()
+    out = model(inputs_embeds=embeds + delta, attention_mask=attention_mask, output_hidden_states=True, use_cache=False)
+    return layer_consistency(out.hidden_states, valid), clean.detach()
