@@ -16,8 +16,8 @@ MANIFEST = Manifest(
         "issue #22: DCO's filter runs the public code's loop (`filter_mode: collect`, default of the filtered "
         "configs: every step trains on a full batch of examples with F > 0.1; `p_source: sampled` re-estimated per "
         "candidate batch, hard = p̂_est < threshold); `zoo reproduce dco`: 17/17 asserted claims hold (1346 s on a "
-        "shared machine); `--quick` gates C1-C4 and C6 and prints C5 as info (card): 15/15, exit 0, 355-805 s on a "
-        "shared machine (296 s idle before issue #22); every asserted claim has a test that fails it on perturbed "
+        "shared machine); `--quick` gates C1-C4 and C6 and prints C5 as info (card): 15/15, exit 0, 177 s idle "
+        "(296 s before issue #22); every asserted claim has a test that fails it on perturbed "
         "numbers; DCO step 1.02x CE"
     ),
     summary=(
