@@ -12,6 +12,7 @@ import torch
 
 from callbacks.backdoor_defense import RepGuardCallback
 from datamodules.instructions.datamodule import BackdoorDataModule
+from repguard.helpers import restored_from_checkpoint
 from zoo.repguard.module import InstructionLMModule
 
 TINY = {"n_layer": 2, "n_embd": 32, "n_head": 2}
@@ -89,12 +90,8 @@ def test_state_round_trip_and_masked_test_after_reload(tmp_path: Path) -> None:
     with torch.no_grad():
         want = module(batch["input_ids"], batch["attention_mask"])
     fresh_cb = RepGuardCallback(feature_space="hidden", warmup_epochs=0, localize_batches=2)
-    fresh = InstructionLMModule(vocab_size=dm.vocab_size, max_length=dm.max_length, **TINY)
-    tester = pl.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False,
-                        callbacks=[fresh_cb], default_root_dir=str(tmp_path), limit_test_batches=1)  # fmt: skip
-    tester.test(fresh, datamodule=dm, ckpt_path=str(ckpt), verbose=False)
+    fresh = restored_from_checkpoint(fresh_cb, dm, ckpt, tmp_path, **TINY)
     assert torch.equal(fresh_cb.logits, cb.logits.detach()) and fresh_cb.history == cb.history
-    fresh.eval()
     with torch.no_grad():
         got = fresh(batch["input_ids"], batch["attention_mask"])
     torch.testing.assert_close(got, want)
@@ -176,11 +173,7 @@ def test_token_dimension_mask_is_per_input_detached_and_restored(tmp_path: Path)
     fresh_cb = RepGuardCallback(
         feature_space="hidden", warmup_epochs=0, localize_batches=2, mask_granularity="token_dimension", sparsity=0.1
     )
-    fresh = InstructionLMModule(vocab_size=dm.vocab_size, max_length=dm.max_length, **TINY)
-    tester = pl.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False,
-                        callbacks=[fresh_cb], default_root_dir=str(tmp_path), limit_test_batches=1)  # fmt: skip
-    tester.test(fresh, datamodule=dm, ckpt_path=str(tmp_path / "tok.ckpt"), verbose=False)
-    fresh.eval()
+    fresh = restored_from_checkpoint(fresh_cb, dm, tmp_path / "tok.ckpt", tmp_path, **TINY)
     with torch.no_grad():
         torch.testing.assert_close(fresh(batch["input_ids"], batch["attention_mask"]), want)
     with pytest.raises(ValueError, match="localization=random"):

@@ -13,6 +13,7 @@ import torch
 
 from callbacks.backdoor_defense import RepGuardCallback
 from datamodules.instructions.datamodule import BackdoorDataModule
+from repguard.helpers import restored_from_checkpoint
 from zoo.repguard import model as rg
 from zoo.repguard.module import InstructionLMModule
 
@@ -288,11 +289,7 @@ def test_callback_isolates_the_poisoned_samples_and_never_trains_on_them(tmp_pat
     assert not torch.allclose(want, unmasked)
     trainer.save_checkpoint(tmp_path / "rg.ckpt")
     fresh_cb = RepGuardCallback()
-    fresh = InstructionLMModule(vocab_size=dm.vocab_size, max_length=dm.max_length, **TINY)
-    tester = pl.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False,
-                        callbacks=[fresh_cb], default_root_dir=str(tmp_path), limit_test_batches=1)  # fmt: skip
-    tester.test(fresh, datamodule=dm, ckpt_path=str(tmp_path / "rg.ckpt"), verbose=False)
-    fresh.eval()
+    fresh = restored_from_checkpoint(fresh_cb, dm, tmp_path / "rg.ckpt", tmp_path, **TINY)
     with torch.no_grad():
         torch.testing.assert_close(fresh(batch["input_ids"], batch["attention_mask"]), want)
     torch.testing.assert_close(fresh_cb.token_scores(fresh, batch), cb.token_scores(module, batch))
