@@ -90,6 +90,10 @@ class RepGuardCallback(Callback):
             through the attention mask and position ids), ``unk`` (the ``[UNK]`` embedding) or ``clean_mean`` (the
             mean clean input embedding). The last two with ``isolate: keep_masked`` train on the constant, which
             becomes the new trigger (card, measured): refused unless ``allow_unsafe``.
+        soft_mask: ``false`` (card default): ``m = 1[u ≥ τ]``; ``true``: ``m = σ((u − τ)/T)`` blends the
+            replacement in, ``e ← (1 − m)·e + m·a`` (needs ``ablate: unk | clean_mean``: a position is dropped or
+            kept; token spaces only). Flags and isolation stay hard (``u ≥ τ``).
+        soft_temperature: ``T`` of the soft mask (ours: 0.5, in units of ``−log10 p``).
         isolate: a training sample with a flagged token gets weight 0 (``exclude``, card default), is trained
             masked (``keep_masked``) or is unlearned (``unlearn``: ``mean CE(kept) − λ_ul mean CE(isolated,
             unmasked)``, ABL-style gradient ascent on the isolated samples).
@@ -145,6 +149,8 @@ class RepGuardCallback(Callback):
         tau: float = 3.0,
         ngram_max: int = 2,
         ablate: Literal["drop", "unk", "clean_mean"] = "drop",
+        soft_mask: bool = False,
+        soft_temperature: float = 0.5,
         isolate: Literal["exclude", "keep_masked", "unlearn"] = "exclude",
         lambda_ul: float = 0.1,
         shrinkage: float = 0.1,
@@ -212,6 +218,12 @@ class RepGuardCallback(Callback):
                             "allow_unsafe: true to run it anyway)")  # fmt: skip
             say(f"RepGuardCallback: UNSAFE ablate={ablate} with isolate=keep_masked: the replacement becomes the new "
                 "trigger (card, revision 2, step 4); running only because allow_unsafe is set")  # fmt: skip
+        checks.number(name("soft_temperature"), soft_temperature, open_low=True, low=0.0)
+        if soft_mask and (feature_space == "hidden" or ablate == "drop"):
+            expected = ("false with feature_space=hidden (revision 1's mask is already σ-soft)" if feature_space ==
+                        "hidden" else "false with ablate=drop (a position is dropped or kept; blend with unk or "
+                        "clean_mean)")  # fmt: skip
+            checks.fail(name("soft_mask"), soft_mask, expected)
         checks.integer(name("window"), window)
         checks.optional_integer(name("localize_batches"), localize_batches)
         checks.optional_integer(name("keep_batch_rows"), keep_batch_rows)
@@ -229,6 +241,7 @@ class RepGuardCallback(Callback):
         self.feature_space, self.tau, self.ngram_max, self.ablate = feature_space, float(tau), ngram_max, ablate
         self.isolate, self.lambda_ul, self.shrinkage, self.allow_unsafe = isolate, lambda_ul, shrinkage, allow_unsafe
         self.sep_id, self.unk_id = sep_id, unk_id
+        self.soft_mask, self.soft_temperature = soft_mask, float(soft_temperature)
         #: Token spaces: the pre-hook, the scorer, its kind and the randomly isolated sample indices (control).
         self.drop: rg.TokenDropHook | None = None
         self.scorer: Any = None
@@ -291,7 +304,8 @@ class RepGuardCallback(Callback):
             if self.drop is not None:
                 self.drop.remove()
             self._lm_ref = lm
-            self.drop = rg.TokenDropHook(lm, None, self.tau, self.ablate, self.unk_id, self.clean_embedding)
+            self.drop = rg.TokenDropHook(lm, None, self.tau, self.ablate, self.unk_id, self.clean_embedding,
+                                         self.soft_temperature if self.soft_mask else None)  # fmt: skip
             if self._pending is not None:
                 self._restore_scorer(self._pending)
             self._install_scorer()
@@ -534,7 +548,7 @@ class RepGuardCallback(Callback):
             if "index" in batch:
                 isolated.append(batch["index"][iso.cpu()])
         entry |= {"token_flag_rate": n_flag / max(n_tok, 1), "n_isolated": n_iso, "isolated_frac": n_iso / max(n, 1),
-                  "n_isolated_poisoned": n_iso_poisoned, "n_poisoned": n_poisoned}  # fmt: skip
+                  "n_samples": n, "n_isolated_poisoned": n_iso_poisoned, "n_poisoned": n_poisoned}  # fmt: skip
         if self.localization == "random":
             rate = entry["token_flag_rate"]
             scorer = rg.RandomScorer(rate, self.sep_id or 0, self.seed + 1000 * epoch)
@@ -836,13 +850,19 @@ class BackdoorEvaluation(Callback):
         #: The last results, ``{arm: metrics}``.
         self.results: dict[str, dict[str, Any]] = {}
 
-    def _scorer(self, trainer: Trainer, pl_module: LightningModule) -> tuple[Any, Any]:
+    def _scorer(self, trainer: Trainer, pl_module: LightningModule) -> tuple[Any, Any, float | None]:
+        """``(token scorer, remove, τ)`` of the evaluation.
+
+        The defense's own scores (with ``τ`` in a token space: flag coverage is reported) or, without a localised
+        defense, the clean-statistics scorer (no ``τ``).
+        """
         from zoo.repguard.evaluate import clean_stat_token_scorer
 
         defense = next((c for c in trainer.callbacks if isinstance(c, RepGuardCallback)), None)  # type: ignore[attr-defined]
         if defense is not None and (defense.scorer is not None if defense.token_space else defense.mu is not None):
-            return (lambda batch: defense.token_scores(pl_module, batch)), (lambda: None)
-        return clean_stat_token_scorer(pl_module.model.lm, trainer.datamodule)
+            tau = float(defense.tau) if defense.token_space else None
+            return (lambda batch: defense.token_scores(pl_module, batch)), (lambda: None), tau
+        return (*clean_stat_token_scorer(pl_module.model.lm, trainer.datamodule), None)
 
     def evaluate_all(
         self, trainer: Trainer, pl_module: LightningModule, baselines: list[str], folder: str | None = None
@@ -859,9 +879,9 @@ class BackdoorEvaluation(Callback):
         dm = trainer.datamodule
         dm.setup()
         lm = pl_module.model.lm
-        scorer, remove = self._scorer(trainer, pl_module)
+        scorer, remove, tau = self._scorer(trainer, pl_module)
         try:
-            results: dict[str, dict[str, Any]] = {"model": evaluate(lm, dm, token_scorer=scorer)}
+            results: dict[str, dict[str, Any]] = {"model": evaluate(lm, dm, token_scorer=scorer, flag_threshold=tau)}
         finally:
             remove()
         post = [b for b in baselines if b != "clean_finetune"]

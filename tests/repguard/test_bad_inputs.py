@@ -30,6 +30,8 @@ CALLBACK_YAMLS = {
     "ngram": ("RepGuardCallback", {"ngram_max": 3}),
     "isolate": ("RepGuardCallback", {"isolate": "drop"}),
     "unsafe": ("RepGuardCallback", {"ablate": "unk", "isolate": "keep_masked"}),
+    "soft_drop": ("RepGuardCallback", {"soft_mask": True}),
+    "soft_temp": ("RepGuardCallback", {"ablate": "unk", "soft_mask": True, "soft_temperature": 0}),
 }
 
 
@@ -88,6 +90,11 @@ BAD_INPUTS = [
     ("unk_with_keep_masked_unsafe", callback("unsafe"),
      "RepGuardCallback.ablate='unk': expected drop with isolate=keep_masked (training on samples whose flagged tokens "
      "are replaced by a constant makes the constant the new trigger; set allow_unsafe: true to run it anyway)"),
+    ("soft_mask_with_drop", callback("soft_drop"),
+     "RepGuardCallback.soft_mask=True: expected false with ablate=drop (a position is dropped or kept; blend with unk "
+     "or clean_mean)"),
+    ("soft_temperature_0", callback("soft_temp"),
+     "RepGuardCallback.soft_temperature=0.0: expected a finite number > 0"),
     ("natural_trigger_rate_1", fit("--data.init_args.natural_trigger_rate=1"),
      "--data.init_args.natural_trigger_rate=1.0: expected a number in [0, 1)"),
     ("unknown_baseline", fit(f"{EVAL}baselines=[prune, onoin]"),

@@ -203,6 +203,48 @@ def test_unk_and_clean_mean_replace_the_flagged_embedding() -> None:
         hook.remove()
 
 
+def test_soft_mask_blends_the_replacement_by_the_sigmoid_of_the_score() -> None:
+    """soft_mask: the input embedding becomes (1 − m)·e + m·a with m = σ((u − τ)/T): a position scored u = τ gets
+    exactly half the replacement, u = −inf none (logits bitwise the unhooked model's), u = +inf all of it (the hard
+    ``unk`` forward). A hard threshold, or m applied to the logits, fails; drop cannot be soft."""
+
+    class Scores:
+        def __init__(self, u: dict[int, float]) -> None:
+            self.u = u
+
+        def __call__(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+            out = torch.full(ids.shape, rg.NEVER, dtype=torch.float64)
+            for t, v in self.u.items():
+                out[:, t] = v
+            return out
+
+    lm = _tiny_gpt2()
+    ids = torch.tensor([[1, 10, 11, 12, 2, 5]])
+    mask = torch.ones_like(ids)
+    with torch.no_grad():
+        plain = lm(input_ids=ids, attention_mask=mask).logits
+        hook = rg.TokenDropHook(lm, Scores({}), tau=3.0, ablate="unk", unk_id=4, soft_temperature=0.5)
+        assert torch.equal(lm(input_ids=ids, attention_mask=mask).logits, plain)
+        hook.scorer = Scores({2: 3.0, 3: 3.5})  # m = 0.5 and σ(1) at positions 2 and 3
+        got = lm(input_ids=ids, attention_mask=mask).logits
+        with hook.disabled():
+            emb = lm.get_input_embeddings()(ids)
+            unk = lm.get_input_embeddings().weight[4]
+            m3 = torch.sigmoid(torch.tensor(1.0))
+            emb[0, 2] = 0.5 * emb[0, 2] + 0.5 * unk
+            emb[0, 3] = (1 - m3) * emb[0, 3] + m3 * unk
+            want = lm(inputs_embeds=emb, attention_mask=mask).logits
+        torch.testing.assert_close(got, want)
+        hook.scorer = Scores({2: float("inf")})
+        got = lm(input_ids=ids, attention_mask=mask).logits
+        with hook.disabled():
+            want = lm(input_ids=torch.tensor([[1, 10, 4, 12, 2, 5]]), attention_mask=mask).logits
+        torch.testing.assert_close(got, want)
+        hook.remove()
+    with pytest.raises(ValueError, match="soft mask needs ablate=unk or clean_mean"):
+        rg.TokenDropHook(lm, None, tau=3.0, ablate="drop", soft_temperature=0.5)
+
+
 def test_isolation_weights_and_the_weighted_loss() -> None:
     """isolate=exclude: a sample with any u ≥ τ has weight 0 and no gradient; the loss is Σ w CE / Σ w (a plain
     mean over the batch, or a per-token threshold, fails); an all-isolated batch gives 0 with a graph."""

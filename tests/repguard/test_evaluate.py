@@ -96,3 +96,29 @@ def test_token_score_auroc_permutation_is_chance() -> None:
     remove()
     auc = M.localization_auroc(torch.cat(permuted), torch.cat(truth), torch.cat(valid))
     assert abs(auc - 0.5) <= 0.05
+
+
+def test_flag_coverage_counts_prompts_with_every_trigger_token_flagged() -> None:
+    """R1's second half: a prompt counts only when *every* trigger token scores ``u ≥ τ`` (a scorer that flags one
+    token of the two-token VPI trigger covers nothing); an oracle scorer covers 100% and a blind one 0%."""
+    from zoo.repguard import metrics as M
+
+    u = torch.tensor([[0.0, 5.0, 5.0, 0.0], [0.0, 5.0, 1.0, 0.0], [0.0, 3.0, 3.0, 9.0], [9.0, 0.0, 0.0, 0.0]])
+    trig = torch.tensor([[0, 1, 1, 0], [0, 1, 1, 0], [0, 1, 1, 0], [0, 0, 0, 0]], dtype=torch.bool)
+    assert M.all_triggers_flagged(u, trig, 3.0).tolist() == [True, False, True, False]
+    assert M.all_triggers_flagged(u, trig, 3.5).tolist() == [True, False, False, False]
+
+    dm = BackdoorDataModule(**SMALL, trigger_type="vpi_topic")
+    dm.setup()
+    lm = InstructionLM(dm.vocab_size, n_layer=1, n_embd=16, n_head=2).lm
+    oracle = evaluate(lm, dm, token_scorer=lambda b: b["trigger_mask"].float() * 10, flag_threshold=3.0)
+    blind = evaluate(lm, dm, token_scorer=lambda b: torch.zeros(b["input_ids"].shape), flag_threshold=3.0)
+
+    def half(b: dict[str, torch.Tensor]) -> torch.Tensor:  # flags only the first trigger token of each prompt
+        first = b["trigger_mask"].float().cumsum(1) == 1
+        return (b["trigger_mask"] & first).float() * 10
+
+    partial = evaluate(lm, dm, token_scorer=half, flag_threshold=3.0)
+    assert oracle["flag_all"] == {"vpi_topic": 100.0} and oracle["auroc"]["vpi_topic"] == 1.0
+    assert blind["flag_all"] == {"vpi_topic": 0.0} and partial["flag_all"] == {"vpi_topic": 0.0}
+    assert "flag_all" not in evaluate(lm, dm, token_scorer=half)  # no τ: not reported

@@ -65,6 +65,7 @@ def evaluate(
     prompt_filter: PromptFilter | None = None,
     token_scorer: Callable[[dict[str, Tensor]], Tensor] | None = None,
     kinds: Sequence[str] | None = None,
+    flag_threshold: float | None = None,
 ) -> dict[str, Any]:
     """ASR_w/t per trigger kind and averaged, ASR_w/o, CA, clean refusal rate, CA_avg (percent), and AUROC.
 
@@ -75,9 +76,12 @@ def evaluate(
         token_scorer: ``batch -> [B, T]`` token scores (``RepGuardCallback.token_scores``) for the localisation AUROC
             over the triggered test prompts; ``None`` skips it.
         kinds: trigger kinds to evaluate (default: ``dm.eval_triggers()``).
+        flag_threshold: with ``token_scorer``, the defense's ``τ``: also report the percentage of triggered test
+            prompts whose every trigger token scores ``u ≥ τ`` (card R1, "all trigger tokens flagged").
 
     Returns:
-        ``{"asr_wt": {kind: %}, "asr_wt_mean", "asr_wo", "ca", "refusal", "ca_avg", "auroc": {kind: float}}``.
+        ``{"asr_wt": {kind: %}, "asr_wt_mean", "asr_wo", "ca", "refusal", "ca_avg", "auroc": {kind: float}}``, plus
+        ``"flag_all": {kind: %}`` with ``flag_threshold``.
     """
     task = dm.task
     sure, refuse = dm.vocab.id("SURE"), dm.vocab.id("REFUSE")
@@ -98,17 +102,24 @@ def evaluate(
             "asr_wt": {},
             "auroc": {},
         }
+        if token_scorer is not None and flag_threshold is not None:
+            out["flag_all"] = {}
         part = "test_trig_benign" if task == "refusal" else "test_trig_harmful"
         for kind in kinds if kinds is not None else dm.eval_triggers():
             gen, _ = generate(lm, dm, _filtered(dm, part, kind, prompt_filter))
             out["asr_wt"][kind] = M.asr(M.first_token_decision(gen[:, 0], sure, refuse), task)
             if token_scorer is not None:
-                scores, truth, valid = [], [], []
+                scores, truth, valid, covered = [], [], [], []
                 for batch in dm.eval_dataloader(part, kind):
-                    scores.append(token_scorer(batch).flatten())
+                    u = token_scorer(batch)
+                    if flag_threshold is not None:
+                        covered.append(M.all_triggers_flagged(u, batch["trigger_mask"], flag_threshold))
+                    scores.append(u.flatten())
                     truth.append(batch["trigger_mask"].flatten())
                     valid.append(batch["prompt_mask"].flatten())
                 out["auroc"][kind] = M.localization_auroc(torch.cat(scores), torch.cat(truth), torch.cat(valid))
+                if flag_threshold is not None:
+                    out["flag_all"][kind] = 100.0 * float(torch.cat(covered).float().mean())
         values = list(out["asr_wt"].values())
         out["asr_wt_mean"] = sum(values) / len(values) if values else float("nan")
     finally:

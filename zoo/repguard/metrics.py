@@ -276,6 +276,23 @@ def der(asr_before: float, asr_after: float, ca_before: float, ca_after: float) 
     return (max(0.0, asr_before - asr_after) - max(0.0, ca_before - ca_after) + 1.0) / 2.0
 
 
+def all_triggers_flagged(token_scores: Tensor, trigger_mask: Tensor, tau: float) -> Tensor:
+    """Per prompt, whether every trigger token is flagged (``u ≥ τ``; card R1's "all trigger tokens flagged").
+
+    Args:
+        token_scores: ``[B, T]`` token scores ``u_{b,t}``.
+        trigger_mask: ``[B, T]`` bool, True at trigger tokens.
+        tau: the flagging threshold.
+
+    Returns:
+        ``[B]`` bool; a prompt without trigger tokens counts as not covered (it has nothing to flag, and a triggered
+        test prompt always has one).
+    """
+    trig = trigger_mask.bool().to(token_scores.device)
+    missed = (trig & ~(token_scores >= tau)).any(dim=1)
+    return (trig.any(dim=1) & ~missed).cpu()
+
+
 def localization_auroc(token_scores: Tensor, trigger_mask: Tensor, valid_mask: Tensor) -> float:
     """AUROC of token scores against ground-truth trigger positions over the valid (prompt) tokens.
 

@@ -641,9 +641,12 @@ class TokenDropHook(_Switchable):
     """
 
     def __init__(self, lm: nn.Module, scorer: Any, tau: float, ablate: TokenAblate = "drop",
-                 unk_id: int | None = None, clean_mean: Tensor | None = None) -> None:  # fmt: skip
+                 unk_id: int | None = None, clean_mean: Tensor | None = None,
+                 soft_temperature: float | None = None) -> None:  # fmt: skip
+        if soft_temperature is not None and ablate == "drop":
+            raise ValueError("TokenDropHook: a soft mask needs ablate=unk or clean_mean (a position is dropped or not)")
         self.lm, self.scorer, self.tau, self.ablate = lm, scorer, float(tau), ablate
-        self.unk_id, self.clean_mean = unk_id, clean_mean
+        self.unk_id, self.clean_mean, self.soft_temperature = unk_id, clean_mean, soft_temperature
         self.enabled = True
         #: The last first-pass forward's scores ``u`` and flags ``[B, T]``.
         self.u: Tensor | None = None
@@ -685,6 +688,8 @@ class TokenDropHook(_Switchable):
             u = self.scorer(ids, mask)
         flags = u >= self.tau
         self.u, self.flags = u, flags
+        if self.soft_temperature is not None:  # m = σ((u − τ)/T): blend the replacement in at every position
+            return args, self._blend(module, ids, u, kwargs)
         if not bool(flags.any()):
             return None
         if self.ablate == "drop":
@@ -704,6 +709,24 @@ class TokenDropHook(_Switchable):
             kwargs["inputs_embeds"] = torch.where(flags[..., None], self.clean_mean.to(emb), emb)
             kwargs["input_ids"] = None
         return args, kwargs
+
+    def _replacement(self, module: nn.Module, emb: Tensor) -> Tensor:
+        if self.ablate == "unk":
+            if self.unk_id is None:
+                raise ValueError("TokenDropHook(ablate=unk) needs unk_id")
+            return module.get_input_embeddings().weight[self.unk_id].to(emb)
+        if self.clean_mean is None:
+            raise ValueError("TokenDropHook(ablate=clean_mean) needs clean_mean")
+        return self.clean_mean.to(emb)
+
+    def _blend(self, module: nn.Module, ids: Tensor, u: Tensor, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """``soft_mask``: ``e ← (1 − m)·e + m·a`` with ``m = σ((u − τ)/T)`` (0 where ``u = −inf``: never scored)."""
+        assert self.soft_temperature is not None
+        emb = module.get_input_embeddings()(ids)
+        m = torch.sigmoid((u.to(emb.dtype) - self.tau) / self.soft_temperature)[..., None]
+        kwargs["inputs_embeds"] = (1 - m) * emb + m * self._replacement(module, emb)
+        kwargs["input_ids"] = None
+        return kwargs
 
 
 def isolation_weights(u: Tensor, tau: float) -> Tensor:
