@@ -4,8 +4,9 @@ Each arm is built from its YAML under ``configs/repguard/`` (module, datamodule 
 -c`` builds them) and trained by a real ``Trainer`` fit of one epoch; an epoch is timed from the first
 ``on_train_epoch_start`` to ``on_train_epoch_end`` (the defense's own epoch-start work included, the Trainer's set-up
 excluded). Every arm runs one untimed epoch first (warm-up; for the defenses it is the epoch whose start localises),
-then ``--repeats`` rounds of one epoch per arm, interleaved (no defense, lexical, embedding, hidden, DeCE,
-localisation passes, inference arms), and the median of each is reported:
+then ``--repeats`` rounds of one epoch per arm, interleaved (training epochs, localisation passes, inference
+arms; the order rotates by one arm each round), and each row is the median over rounds of the same round's ratio
+(with its min and max), so a slow drift of a shared machine cancels:
 
 * revision 2 (``default.yaml``: ``feature_space: lexical``, τ 3, ``ablate: drop``, ``isolate: exclude``,
   ``relocalize_every: 0``, ``λ_keep`` 1) per training epoch vs no defense (``no_defense.yaml``; card target ≤ 1.3x),
@@ -89,18 +90,16 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def run(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """Run the benchmark; returns ``{"rows": [...], "medians": {...}, "arms": {...}, "setup": str}``.
+    """Run the benchmark; returns the rows, the median seconds per arm, the set-up line and the built objects.
 
-    ``rows`` are ``(name, ratio, target, kind)`` with ``kind`` ``"x"`` (a time ratio), ``"%"`` (a fraction of an
-    epoch) or ``"rate"`` (prompts/s ratio, defended / plain); ``arms`` holds the built modules and callbacks (the
-    smoke test checks that each arm ran what it names).
+    ``rows`` are ``(name, median, min, max, target, kind)``, over rounds, of same-round ratios; ``kind`` is ``"x"``
+    (a time ratio), ``"%"`` (a fraction of an epoch) or ``"rate"`` (prompts/s ratio, defended / plain);
+    ``guards``, ``modules`` and ``datamodule`` are the built objects (the smoke test checks that each arm ran what
+    it names).
     """
     args = parse(argv)
     import torch
 
-    from zoo.core.reproduce import worker_setup
-
-    worker_setup()  # Lightning's notices off (one line per fit otherwise)
     torch.set_num_threads(args.threads)
     import lightning.pytorch as pl
 
@@ -116,7 +115,6 @@ def run(argv: Sequence[str] | None = None) -> dict[str, Any]:
             data_args[key] = getattr(args, key)
     dm = BackdoorDataModule(**data_args)
     dm.setup()
-    pl.seed_everything(int(default.get("seed_everything", 0)), verbose=False)
 
     def module(config: str) -> InstructionLMModule:
         model_args = dict(load(config)["model"]["init_args"])
@@ -194,36 +192,53 @@ def run(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "hook off": unhooked,
         "hook on": lambda: evaluate(masked_lm, dm),
     }
-    for name in ("lexical", "embedding", "hidden"):
+    spaces = ("lexical", "embedding", "hidden")
+    for name in spaces:
         times[f"localise {name}"] = []
     for name in infer:
         times[f"eval {name}"] = []
-    for _ in range(args.repeats):
-        for arm in modules:
+
+    def rotated(names: Sequence[str], r: int) -> list[str]:
+        return [*names[r % len(names) :], *names[: r % len(names)]]  # no arm always first or last in a round
+
+    for r in range(args.repeats):
+        for arm in rotated(list(modules), r):
             times[arm].append(epoch(arm))
-        for name in ("lexical", "embedding", "hidden"):
+        for name in rotated(spaces, r):
             times[f"localise {name}"].append(localise(name))
-        for name, fn in infer.items():
-            times[f"eval {name}"].append(timed(fn))
+        for name in rotated(list(infer), r):
+            times[f"eval {name}"].append(timed(infer[name]))
     guards["hidden"].warmup_epochs = hidden_warmup
     med = {k: statistics.median(v) for k, v in times.items()}
-    base = med["none"]
     relocalise = guards["hidden"].relocalize_every
     epochs = int(default["trainer"]["max_epochs"])  # the default run: the lexical scores are computed once
+
+    def paired(f: Callable[[dict[str, float]], float]) -> tuple[float, float, float]:
+        """Median, min and max over rounds of a ratio of the same round's times (slow drift cancels)."""
+        values = [f({k: v[r] for k, v in times.items()}) for r in range(args.repeats)]
+        return statistics.median(values), min(values), max(values)
+
+    train, loc, dece = TARGETS["train"], TARGETS["localise"], TARGETS["dece"]
     rows = [
-        ("lexical (rev. 2, default) / no defense, training epoch", med["lexical"] / base, TARGETS["train"], "x"),
-        ("lexical localisation pass / no-defense epoch", med["localise lexical"] / base, TARGETS["localise"], "%"),
+        ("lexical (rev. 2, default) / no defense, training epoch", *paired(lambda t: t["lexical"] / t["none"]),
+         train, "x"),
+        ("lexical localisation pass / no-defense epoch", *paired(lambda t: t["localise lexical"] / t["none"]),
+         loc, "%"),
         (f"lexical run ({epochs} epochs + one localisation) / no-defense run",
-         (epochs * med["lexical"] + med["localise lexical"]) / (epochs * base), TARGETS["train"], "x"),
-        ("embedding / no defense, training epoch", med["embedding"] / base, TARGETS["train"], "x"),
-        ("embedding localisation pass / no-defense epoch", med["localise embedding"] / base, TARGETS["localise"], "%"),
-        ("hidden (rev. 1) / no defense, training epoch", med["hidden"] / base, TARGETS["train"], "x"),
-        ("hidden localisation pass / no-defense epoch", med["localise hidden"] / base, TARGETS["localise"], "%"),
+         *paired(lambda t: (epochs * t["lexical"] + t["localise lexical"]) / (epochs * t["none"])), train, "x"),
+        ("embedding / no defense, training epoch", *paired(lambda t: t["embedding"] / t["none"]), train, "x"),
+        ("embedding localisation pass / no-defense epoch", *paired(lambda t: t["localise embedding"] / t["none"]),
+         loc, "%"),
+        ("hidden (rev. 1) / no defense, training epoch", *paired(lambda t: t["hidden"] / t["none"]), train, "x"),
+        ("hidden localisation pass / no-defense epoch", *paired(lambda t: t["localise hidden"] / t["none"]),
+         loc, "%"),
         (f"hidden epoch + its re-localisation (every {relocalise}) / no defense",
-         (med["hidden"] + med["localise hidden"] / relocalise) / base, TARGETS["train"], "x"),
-        ("DeCE / CE, training epoch", med["dece"] / med["none"], TARGETS["dece"], "x"),
-        ("ONION-filtered / plain evaluation, prompts/s", med["eval plain"] / med["eval onion"], None, "rate"),
-        ("drop hook on / off (lexical LM), prompts/s", med["eval hook off"] / med["eval hook on"], None, "rate"),
+         *paired(lambda t: (t["hidden"] + t["localise hidden"] / relocalise) / t["none"]), train, "x"),
+        ("DeCE / CE, training epoch", *paired(lambda t: t["dece"] / t["none"]), dece, "x"),
+        ("ONION-filtered / plain evaluation, prompts/s", *paired(lambda t: t["eval plain"] / t["eval onion"]),
+         None, "rate"),
+        ("drop hook on / off (lexical LM), prompts/s", *paired(lambda t: t["eval hook off"] / t["eval hook on"]),
+         None, "rate"),
     ]  # fmt: skip
     part = "test_trig_benign" if dm.task == "refusal" else "test_trig_harmful"
     n_prompts = len(dm.dataset("test_clean_benign")) + len(dm.dataset("test_clean_harmful"))
@@ -231,24 +246,25 @@ def run(argv: Sequence[str] | None = None) -> dict[str, Any]:
     m = modules["none"]
     setup = (f"GPT-2 d={m.n_embd}, {m.n_layer} layers, {dm.task} x {dm.trigger_type} {dm.poison_rate:.0%}, "
              f"{dm.n_train} training / {dm.n_clean} clean prompts, batch {dm.batch_size}, {args.threads} thread(s); "
-             f"median of {args.repeats} interleaved round(s); evaluation: {n_prompts} prompts per pass")  # fmt: skip
+             f"median [min-max] over {args.repeats} interleaved round(s) of same-round ratios; evaluation: "
+             f"{n_prompts} prompts per pass")  # fmt: skip
     return {"rows": rows, "medians": med, "first": first, "n_prompts": n_prompts, "setup": setup,
             "scorer_seconds": scorer_seconds, "onion_steps": onion_steps, "guards": guards,
-            "modules": modules}  # fmt: skip
+            "modules": modules, "datamodule": dm}  # fmt: skip
 
 
 def report(result: dict[str, Any]) -> list[str]:
     """The printed table: one line per row, the ratio, the card's target and whether it is met; then the medians."""
-    lines = [result["setup"], f"{'row':<66} {'ratio':>8}  target"]
-    for name, value, target, kind in result["rows"]:
+    lines = [result["setup"], f"{'row':<66} {'ratio [min-max]':>22}  target"]
+    for name, value, low, high, target, kind in result["rows"]:
         if kind == "%":
-            shown, goal = f"{value:.1%}", f"<= {target:.0%}"
+            shown, goal = f"{value:.1%} [{low:.1%}-{high:.1%}]", f"<= {target:.0%}"
         elif kind == "rate":
-            shown, goal = f"{value:.2f}x", "reported (prompts/s, filtered or hooked / plain)"
+            shown, goal = f"{value:.2f}x [{low:.2f}-{high:.2f}]", "reported (prompts/s, filtered or hooked / plain)"
         else:
-            shown, goal = f"{value:.2f}x", f"<= {target}x"
+            shown, goal = f"{value:.2f}x [{low:.2f}-{high:.2f}]", f"<= {target}x"
         verdict = "" if target is None else ("  met" if value <= target else "  NOT met")
-        lines.append(f"{name:<66} {shown:>8}  {goal}{verdict}")
+        lines.append(f"{name:<66} {shown:>22}  {goal}{verdict}")
     med, n = result["medians"], result["n_prompts"]
     lines.append("medians (s; shared machines inflate them, the ratios of interleaved arms are the result): "
                  + ", ".join(f"{k} {v:.3f}" for k, v in med.items() if not k.startswith("eval")))  # fmt: skip
@@ -264,7 +280,10 @@ def report(result: dict[str, Any]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Run and print the table."""
+    """Run and print the table (Lightning's per-fit notices dropped, as in reproduction workers)."""
+    from zoo.core.reproduce import worker_setup
+
+    worker_setup()
     for line in report(run(argv)):
         print(line)
 
