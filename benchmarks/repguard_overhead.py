@@ -274,6 +274,11 @@ def report(result: dict[str, Any]) -> list[str]:
         "first (untimed) epoch, localisation at its start for the defenses (s): "
         + ", ".join(f"{k} {v:.3f}" for k, v in result["first"].items())
     )
+    for name in ("lexical", "embedding"):
+        h = result["guards"][name].history[-1]
+        lines.append(f"{name} scores flag {h['token_flag_rate']:.2%} of training body tokens and isolate "
+                     f"{h['n_isolated']} of {len(result['datamodule'].dataset('train'))} "
+                     f"samples ({h['n_isolated_poisoned']} of the {h['n_poisoned']} poisoned)")  # fmt: skip
     lines.append(f"one-off: ONION scorer training ({result['onion_steps']} steps) {result['scorer_seconds']:.2f} s "
                  f"= {result['scorer_seconds'] / med['none']:.2f} no-defense epochs")  # fmt: skip
     return lines
