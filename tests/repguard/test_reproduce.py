@@ -161,6 +161,17 @@ def test_stored_jobs_are_reused(tmp_path: Path) -> None:
     assert "4 stored" in lines[0] and "0 to run" in lines[0]
 
 
+def test_a_stale_stored_job_is_not_reused() -> None:
+    """A stored no-defense job whose ``onion`` row ran ONION at another threshold than the card's t = 0 (a config
+    that selected it on clean validation) is run again; one at t = 0, or a job without ONION, is reused."""
+    job = next(j for j in R._jobs((0,), quick=False, r5=True) if "onion" in j.extras)
+    stored = {"results": {"model": _arm(100.0, 98.0), "onion": _arm(98.8, 98.2, threshold=105.9)}}
+    assert not R._valid(job, stored)
+    stored["results"]["onion"]["threshold"] = 0.0
+    assert R._valid(job, stored)
+    assert R._valid(job._replace(extras=()), {"results": {"model": _arm(100.0, 98.0)}})
+
+
 def test_r5_breaks_names_the_cells() -> None:
     table = _table((0,))
     table[(("refusal", "badnets_word", 0.01, 0.0), 0)] = {"no_defense": _arm(100.0, 98.0),

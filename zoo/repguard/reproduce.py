@@ -187,6 +187,7 @@ def _run_cached(jobs: list[Job], out: Path, say: Callable[[str], None]) -> list[
     store = out / "jobs"
     store.mkdir(parents=True, exist_ok=True)
     done = {j: json.loads((store / f"{j.key}.json").read_text()) for j in jobs if (store / f"{j.key}.json").is_file()}
+    done = {j: r for j, r in done.items() if _valid(j, r)}
     todo = [j for j in jobs if j not in done]
     say(f"{len(jobs)} jobs ({len(done)} stored in {store}, {len(todo)} to run) on 2 worker processes")
     for job, result in zip(todo, parallel_map(_run_and_store, [(j, str(store)) for j in todo], workers=2), strict=True):
@@ -197,6 +198,15 @@ def _run_cached(jobs: list[Job], out: Path, say: Callable[[str], None]) -> list[
             f"({done[job]['seconds']:.0f} s): ASR w/t {r['asr_wt_mean']:.1f}, w/o {r['asr_wo']:.1f}, "
             f"CA_avg {r['ca_avg']:.1f}")  # fmt: skip
     return [done[j] for j in jobs]
+
+
+def _valid(job: Job, result: dict[str, Any]) -> bool:
+    """Whether a stored result is what this protocol runs (a stale one is run again).
+
+    ``onion`` must be ONION at the card's ``t = 0`` (``onion_clean`` is the clean-validation threshold).
+    """
+    onion = result["results"].get("onion")
+    return "onion" not in job.extras or (onion is not None and onion.get("threshold") == 0.0)
 
 
 def _run_and_store(item: tuple[Job, str]) -> dict[str, Any]:
