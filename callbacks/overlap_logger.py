@@ -1,7 +1,7 @@
 """Per-direction overlaps of a student with a known teacher (``emergence``): M_p(t), first passages, residuals.
 
-``OverlapLogger`` registers an observer with the module (protocol :class:`OverlapSource`), which calls it after
-*every* update with M_p = max_j |⟨w_j, v_p⟩| (R, P): first-passage times t_θ,p (the first update count with
+``OverlapLogger`` registers an observer with the module (protocol :class:`OverlapSource`), which hands it
+M_p = max_j |⟨w_j, v_p⟩| after *every* update (in blocks (n, R, P) per training step): first-passage times t_θ,p (the first update count with
 M_p > θ, ∞ while not reached) are therefore exact, not rounded to the logging interval. Every ``every_n_steps``
 training steps it records a row of the curve: the update count, M (R, P), the residuals r_p = a*_p²·(1 − M_p^k)
 (k the information exponent), the exact losses with the current and the refit second layer, and the number of learned
@@ -25,7 +25,7 @@ from zoo.core.protocols import check
 class OverlapSource(Protocol):
     """What :class:`OverlapLogger` needs of the module (``TwoLayerHermiteStudent``)."""
 
-    #: Callables ``(M (R, P), t)`` the module calls after every update.
+    #: Callables ``(Ms (n, R, P), t0)`` the module calls with the overlaps after every update, in blocks.
     update_observers: list[Any]
     #: The information exponent k (the power in r_p).
     degree: int
@@ -71,13 +71,16 @@ class OverlapLogger(Callback):
         if self._observe in getattr(pl_module, "update_observers", []):
             pl_module.update_observers.remove(self._observe)
 
-    def _observe(self, M: Tensor, t: int) -> None:
+    def _observe(self, Ms: Tensor, t0: int) -> None:
+        """Ms (n, R, P): row i holds M after t0 + i updates."""
+        Ms = Ms.detach().cpu()
         if self.first is None:
-            self.first = torch.full((len(self.thresholds), *M.shape), math.inf, dtype=torch.float64)
+            self.first = torch.full((len(self.thresholds), *Ms.shape[1:]), math.inf, dtype=torch.float64)
+        steps = torch.arange(t0, t0 + Ms.shape[0], dtype=torch.float64).view(-1, 1, 1)
         for i, th in enumerate(self.thresholds):
-            hit = (M.detach().cpu() > th) & torch.isinf(self.first[i])
-            if hit.any():
-                self.first[i][hit] = float(t)
+            above = Ms > th
+            when = torch.where(above, steps, math.inf).amin(0)  # first row above th (∞: none)
+            self.first[i] = torch.minimum(self.first[i], when)
 
     def record(self, pl_module: Any, t: int) -> dict[str, Any] | None:
         """Append (and return) the row of the current state (``None`` without a teacher)."""

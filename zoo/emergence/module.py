@@ -103,7 +103,7 @@ class TwoLayerHermiteStudent(ZooModule):
         self.degree = degree(self.coeffs)
         super().__init__(lr=lr)
         self.automatic_optimization = False
-        #: Called after every update with M (R, P) and the update count (``callbacks.overlap_logger``).
+        #: Called with the overlaps M after every update, in blocks (``zoo.emergence.model.Observer``; the OverlapLogger).
         self.update_observers: list[Observer] = []
         self._teacher: tuple[Tensor, Tensor] | None = None
         self._sample: dict[str, Tensor] | None = None
@@ -172,7 +172,7 @@ class TwoLayerHermiteStudent(ZooModule):
 
     def _observe(self, t: int) -> None:
         if self.update_observers and self._teacher is not None:
-            M = overlaps(self.model.W, self._teacher[0]).abs().amax(-2)
+            M = overlaps(self.model.W, self._teacher[0]).abs().amax(-2).unsqueeze(0)
             for obs in self.update_observers:
                 obs(M, t)
 
