@@ -217,3 +217,17 @@ def test_fused_population_steps_equal_the_reference_path() -> None:
         assert (fast.W - ref.W).abs().max() < 1e-12 and (fast.a - ref.a).abs().max() < 1e-12
         assert (fast.a - 0.3).abs().max() > 1e-4  # a moved
         torch.testing.assert_close(seen[0], seen[1], rtol=0, atol=1e-12)
+
+
+def test_population_loss_is_non_increasing_at_the_card_step() -> None:
+    """lr = 0.2, d = 400, m = 16, fixed a: L(W, a) never rises over 600 updates (checked every 20) by more than 1e-12:
+    catches an ascent sign or a step that is not a descent direction on the sphere."""
+    V, astar = make_teacher(400, 8, 1.5, [0])
+    model = HermiteStudent(1, 16, 400, HE4, 0.3, 0)
+    cfg = StepConfig(lr=0.2, lr_a=0.0, coeffs=HE4, teacher_coeffs=HE4)
+    losses = [float(population_loss(model.W, model.a, V, astar, HE4)[0])]
+    for t0 in range(0, 600, 20):
+        population_steps(model, V, astar, cfg, 20, t0)
+        losses.append(float(population_loss(model.W, model.a, V, astar, HE4)[0]))
+    assert all(b <= a + 1e-12 for a, b in zip(losses, losses[1:], strict=False))
+    assert losses[-1] < losses[0] - 0.1  # direction 1 learned (τ_1 ≈ 190): the loss dropped
