@@ -1,7 +1,8 @@
 """Per-direction overlaps of a student with a known teacher (``emergence``): M_p(t), first passages, residuals.
 
 ``OverlapLogger`` registers an observer with the module (protocol :class:`OverlapSource`), which hands it
-M_p = max_j |⟨w_j, v_p⟩| after *every* update (in blocks (n, R, P) per training step): first-passage times t_θ,p (the first update count with
+M_p = max_j |⟨w_j, v_p⟩| after *every* update (in blocks (n, R, P) per training step):
+first-passage times t_θ,p (the first update count with
 M_p > θ, ∞ while not reached) are therefore exact, not rounded to the logging interval. Every ``every_n_steps``
 training steps it records a row of the curve: the update count, M (R, P), the residuals r_p = a*_p²·(1 − M_p^k)
 (k the information exponent), the exact losses with the current and the refit second layer, and the number of learned

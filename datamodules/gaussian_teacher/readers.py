@@ -44,7 +44,9 @@ def check_teacher(path: str, V: np.ndarray, a: np.ndarray, normalize: bool = Fal
     if dev >= 1e-6:
         raise ValueError(f"{path}: rows of 'V' are not orthonormal: max |VVᵀ − I| = {dev:.3g}; expected < 1e-6")
     if (a < 0).any():
-        raise ValueError(f"{path}: key 'a' has a negative entry at p={int(np.argmin(a))}: {a.min():.4g}; expected a >= 0")
+        raise ValueError(
+            f"{path}: key 'a' has a negative entry at p={int(np.argmin(a))}: {a.min():.4g}; expected a >= 0"
+        )
     norm = float((a**2).sum())
     if abs(norm - 1) >= 1e-6:
         if not normalize:

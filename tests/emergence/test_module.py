@@ -79,5 +79,7 @@ def test_overlap_logger_state_round_trip() -> None:
     other = OverlapLogger()
     other.load_state_dict(logger.state_dict())
     assert other.summary() == logger.summary()
-    torch.testing.assert_close(overlaps(torch.eye(2, dtype=torch.float64)[None], torch.eye(2)[None].double()),
-                               torch.eye(2, dtype=torch.float64)[None])
+    torch.testing.assert_close(
+        overlaps(torch.eye(2, dtype=torch.float64)[None], torch.eye(2)[None].double()),
+        torch.eye(2, dtype=torch.float64)[None],
+    )

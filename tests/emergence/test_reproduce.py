@@ -102,13 +102,18 @@ def _refit_drift(arms: dict) -> None:
 #: perturbation -> the asserted claims (name prefixes) it must make fail
 PERTURBATIONS: dict[str, tuple[Callable[[dict], None], set[str]]] = {
     "direction 2 before 1": (_set("fixed", "tau", _swap12), {"C1 first direction first"}),
-    "τ_1 too early": (_set("fixed", "tau", lambda t: [[40.0, *row[1:]] for row in t]),
-                      {"C1 τ_1 range: min", "C1 τ_1/τ̂_1 (cubic-ODE predictor): min"}),
-    "τ_1 too late": (_set("fixed", "tau", lambda t: [[790.0 * 2, *row[1:]] for row in t]),
-                     {"C1 τ_1 range: max", "C1 τ_1/τ̂_1 (cubic-ODE predictor): max", "C1 first direction first",
-                      "C4 power law"}),
-    "time axis off by 2": (_set("fixed", "tau_hat", lambda th: [[v * 2 for v in row] for row in th]),
-                           {"C1 τ_1/τ̂_1 (cubic-ODE predictor): min"}),
+    "τ_1 too early": (
+        _set("fixed", "tau", lambda t: [[40.0, *row[1:]] for row in t]),
+        {"C1 τ_1 range: min", "C1 τ_1/τ̂_1 (cubic-ODE predictor): min"},
+    ),
+    "τ_1 too late": (
+        _set("fixed", "tau", lambda t: [[790.0 * 2, *row[1:]] for row in t]),
+        {"C1 τ_1 range: max", "C1 τ_1/τ̂_1 (cubic-ODE predictor): max", "C1 first direction first", "C4 power law"},
+    ),
+    "time axis off by 2": (
+        _set("fixed", "tau_hat", lambda th: [[v * 2 for v in row] for row in th]),
+        {"C1 τ_1/τ̂_1 (cubic-ODE predictor): min"},
+    ),
     "ordering reversed (p >= 2)": (_shuffle, {"C2 ordering: min", "C2 ordering: median", "C4 power law"}),
     "no emergence": (_smooth, {"C3 emergence: max over seeds", "C3 emergence: min over seeds"}),
     "objective rises": (_rising, {"C3 monotone"}),

@@ -6,8 +6,9 @@ G = WWᵀ, C = WVᵀ, the population loss is (card, "Population loss")
 
     L(W, a) = ½·aᵀK(G)a − aᵀK_c(C)a* + ½·a*ᵀK*(VVᵀ)a*,
 
-its closed-form gradient ∂L/∂w_j = a_j·Σ_l a_l·K'(G_jl)·w_l − a_j·Σ_p a*_p·K_c'(C_jp)·v_p (k·a_j·Σ_l a_l G^{k−1} w_l − ...
-for a pure degree k), and the Riemannian step projects g_j on the tangent space of w_j, steps, and renormalises.
+its closed-form gradient ∂L/∂w_j = a_j·Σ_l a_l·K'(G_jl)·w_l − a_j·Σ_p a*_p·K_c'(C_jp)·v_p
+(k·a_j·Σ_l a_l G^{k−1} w_l − ... for a pure degree k), and the Riemannian step projects g_j on the tangent space
+of w_j, steps, and renormalises.
 """
 
 from __future__ import annotations
@@ -65,7 +66,9 @@ class HermiteStudent(nn.Module):
         init_seed: replica r draws W from ``init_seed + r``.
     """
 
-    def __init__(self, n_replicas: int, m: int, d: int, coeffs: dict[int, float], a_init: float, init_seed: int):
+    def __init__(
+        self, n_replicas: int, m: int, d: int, coeffs: dict[int, float], a_init: float, init_seed: int
+    ) -> None:
         super().__init__()
         self.coeffs = coeffs
         self.register_buffer("W", sphere_init(n_replicas, m, d, init_seed))

@@ -17,7 +17,8 @@ Example:
     >>> V, a_star = make_teacher(20, 2, 1.5, [0, 1])
     >>> student.set_teacher(V, a_star)
     >>> student.advance(None)
-    >>> student.updates, tuple(student.model.W.shape), bool(torch.allclose(student.model.W.norm(dim=-1), torch.ones(2, 4)))
+    >>> unit = bool(torch.allclose(student.model.W.norm(dim=-1), torch.ones(2, 4, dtype=torch.float64)))
+    >>> student.updates, tuple(student.model.W.shape), unit
     (10, (2, 4, 20), True)
 """
 
@@ -77,7 +78,8 @@ class TwoLayerHermiteStudent(ZooModule):
     def __init__(self, m: int = 16, input_dim: int = 400, activation: Activation = "he4",
                  mix_coeffs: list[float] | None = None, second_layer: SecondLayer = "fixed", lr: float = 0.2,
                  lr_a: float = 0.002, lr_a_ratio: float = 0.01, a_init: float = 0.3, population_mode: bool = True,
-                 inner_steps: int = 100, n_replicas: int = 1, init_seed: int = 0, ridge: float = 1e-8) -> None:  # fmt: skip
+                 inner_steps: int = 100, n_replicas: int = 1, init_seed: int = 0,
+                 ridge: float = 1e-8) -> None:  # fmt: skip
         checks.integer(checks.model("m"), m)
         checks.integer(checks.model("input_dim"), input_dim)
         checks.choice(checks.model("activation"), activation, ACTIVATIONS)
@@ -103,7 +105,7 @@ class TwoLayerHermiteStudent(ZooModule):
         self.degree = degree(self.coeffs)
         super().__init__(lr=lr)
         self.automatic_optimization = False
-        #: Called with the overlaps M after every update, in blocks (``zoo.emergence.model.Observer``; the OverlapLogger).
+        #: Called with the overlaps M after every update, in blocks (``zoo.emergence.model.Observer``).
         self.update_observers: list[Observer] = []
         self._teacher: tuple[Tensor, Tensor] | None = None
         self._sample: dict[str, Tensor] | None = None
@@ -125,7 +127,8 @@ class TwoLayerHermiteStudent(ZooModule):
             return
         if tuple(V.shape[::2]) != (self.n_replicas, self.input_dim):
             raise ValueError(f"teacher V has shape {tuple(V.shape)}; the module expects (n_replicas, P, input_dim) = "
-                             f"({self.n_replicas}, P, {self.input_dim}) (link them from data or set them equal)")  # fmt: skip
+                             f"({self.n_replicas}, P, {self.input_dim}) (link them from data or set them "
+                             "equal)")  # fmt: skip
         self._teacher = (V.to(self.model.W), a_star.to(self.model.W))
 
     def teacher(self) -> tuple[Tensor, Tensor] | None:
@@ -143,7 +146,8 @@ class TwoLayerHermiteStudent(ZooModule):
                              f"activation={dm.activation!r} (and mix_coeffs): set them equal")  # fmt: skip
         if self.population_mode and dm.mode != "population":
             raise ValueError(f"--model.init_args.population_mode=true needs population data; the datamodule is "
-                             f"{dm.mode} (set --data.init_args.online=false, n_train=null, no dataset_path)")  # fmt: skip
+                             f"{dm.mode} (set --data.init_args.online=false, n_train=null, no "
+                             "dataset_path)")  # fmt: skip
         if not self.population_mode and dm.mode == "population":
             raise ValueError("--model.init_args.population_mode=false needs samples: set --data.init_args.online=true "
                              "or n_train")  # fmt: skip

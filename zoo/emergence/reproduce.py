@@ -117,7 +117,7 @@ def per_seed(arm: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def median_tau(arm: dict[str, Any]) -> list[float]:
-    """median over seeds of τ_p for each p (∞ counts as the largest)."""
+    """Median over seeds of τ_p for each p (∞ counts as the largest)."""
     return [median(arm["tau"][r][p] for r in range(arm["n_replicas"])) for p in range(arm["P"])]
 
 
@@ -187,24 +187,55 @@ def check_claims(arms: dict[str, dict[str, Any]]) -> list[Claim]:
                    for ra, rb in zip(arms["refit"]["tau"], fixed["tau"], strict=True)
                    for a, b in zip(ra, rb, strict=True))  # fmt: skip
         refit_final = [row for row in arms["refit"]["history"][-1]["loss_refit"]]
-        claims.append(Claim("refit arm: max |τ_p(refit) − τ_p(fixed)| (same first-layer dynamics)", diff, "<=", 0.0,
-                            f"implementation check; final L_refit {[round(v, 4) for v in refit_final]}"))
+        claims.append(
+            Claim(
+                "refit arm: max |τ_p(refit) − τ_p(fixed)| (same first-layer dynamics)",
+                diff,
+                "<=",
+                0.0,
+                f"implementation check; final L_refit {[round(v, 4) for v in refit_final]}",
+            )
+        )
     if "raw_z4" in arms:
         raw = median(t[0] for t in arms["raw_z4"]["tau"])
         he4 = median(tau1)
         esc_raw = median(t[0] for t in arms["raw_z4"]["t03"])
         esc_he4 = median(t[0] for t in fixed["t03"])
-        claims.append(Claim("raw_z4 ablation: median τ_1(raw z⁴) / median τ_1(he4)", raw / he4, "<", 0.5,
-                            f"k*=2: no long plateau; median τ_1 {raw:.0f} vs {he4:.0f}; τ_1 per seed "
-                            f"{[t[0] for t in arms['raw_z4']['tau']]}", asserted=False))
-        claims.append(Claim("raw_z4 ablation: median t_0.3,1(raw z⁴) / median t_0.3,1(he4) (escape time)",
-                            esc_raw / esc_he4, "<", 0.5, f"median t_0.3 of direction 1: {esc_raw:.0f} vs {esc_he4:.0f}; "
-                            "chosen after the literal τ_1 form was seen to be ∞ in some seeds", asserted=False))
+        claims.append(
+            Claim(
+                "raw_z4 ablation: median τ_1(raw z⁴) / median τ_1(he4)",
+                raw / he4,
+                "<",
+                0.5,
+                f"k*=2: no long plateau; median τ_1 {raw:.0f} vs {he4:.0f}; τ_1 per seed "
+                f"{[t[0] for t in arms['raw_z4']['tau']]}",
+                asserted=False,
+            )
+        )
+        claims.append(
+            Claim(
+                "raw_z4 ablation: median t_0.3,1(raw z⁴) / median t_0.3,1(he4) (escape time)",
+                esc_raw / esc_he4,
+                "<",
+                0.5,
+                f"median t_0.3 of direction 1: {esc_raw:.0f} vs {esc_he4:.0f}; "
+                "chosen after the literal τ_1 form was seen to be ∞ in some seeds",
+                asserted=False,
+            )
+        )
     if "online d=32" in arms and "population d=32" in arms:
         on = median(t[0] for t in arms["online d=32"]["tau"])
         pop = median(t[0] for t in arms["population d=32"]["tau"])
-        claims.append(Claim("online vs population (d=32): median τ_1 ratio", on / pop, "in", [0.5, 2.0],
-                            f"online {on:.0f}, population {pop:.0f} updates (B=256)", asserted=False))
+        claims.append(
+            Claim(
+                "online vs population (d=32): median τ_1 ratio",
+                on / pop,
+                "in",
+                [0.5, 2.0],
+                f"online {on:.0f}, population {pop:.0f} updates (B=256)",
+                asserted=False,
+            )
+        )
     if "exploratory P=32" in arms:
         arm = arms["exploratory P=32"]
         claims.append(Claim("exploratory P=32: τ_p slope (vs β)", tau_slope(arm), "in", [0.5 * arm["beta"],
@@ -249,7 +280,8 @@ def run(
     for r in results.values():
         progress(f"arm {r['name']}: {r['updates']} updates x {r['n_replicas']} seeds in {r['seconds']:.1f} s")
     claims = check_claims(results)
-    lines = ["| arm | updates | seed | τ_p (updates to M_p > 0.9; ∞ not learned) | ρ | median s_p | L_fixed | L_refit |",
+    lines = ["| arm | updates | seed | τ_p (updates to M_p > 0.9; ∞ not learned) | ρ | median s_p | L_fixed "
+             "| L_refit |",
              "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     metrics: dict[str, Any] = {"arms": {}}
     for name, arm in results.items():
