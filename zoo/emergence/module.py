@@ -16,7 +16,7 @@ Example:
     >>> student = TwoLayerHermiteStudent(m=4, input_dim=20, n_replicas=2, inner_steps=10)
     >>> V, a_star = make_teacher(20, 2, 1.5, [0, 1])
     >>> student.set_teacher(V, a_star)
-    >>> student.advance(None)
+    >>> loss = student.advance(None)  # 10 population updates; the exact loss per replica
     >>> unit = bool(torch.allclose(student.model.W.norm(dim=-1), torch.ones(2, 4, dtype=torch.float64)))
     >>> student.updates, tuple(student.model.W.shape), unit
     (10, (2, 4, 20), True)
