@@ -139,9 +139,10 @@ def population_steps(model: HermiteStudent, V: Tensor, astar: Tensor, cfg: StepC
     """
     if cfg.coeffs != cfg.teacher_coeffs:  # the general path (student and teacher activations differ)
         return _population_steps_general(model, V, astar, cfg, n, t0, observers)
-    W, a = model.W, model.a
-    m = W.shape[-2]
-    X = torch.cat([W, V], -2)
+    a = model.a
+    m, lr = model.W.shape[-2], cfg.lr
+    X = torch.cat([model.W, V], -2)
+    W = X[..., :m, :]  # a view: updating W in place updates X
     Ms = W.new_empty(n + 1, W.shape[0], V.shape[-2]) if observers else None
     single = len(cfg.coeffs) == 1
     if single:
@@ -158,12 +159,11 @@ def population_steps(model: HermiteStudent, V: Tensor, astar: Tensor, cfg: StepC
             torch.amax(S[..., m:].abs(), -2, out=Ms[i])
         coef = S.pow(k - 1).mul_(scale) if single else kernel_prime(S, cfg.coeffs).mul_(scale)
         g = torch.bmm(coef, X)
-        radial = (coef * S).sum(-1, keepdim=True)
-        W = W * (1 + cfg.lr * radial) - cfg.lr * g
-        W = W / W.norm(dim=-1, keepdim=True)
+        radial = (coef * S).sum(-1, keepdim=True).mul_(lr).add_(1.0)
+        g.mul_(-lr).addcmul_(W, radial)  # W(1 + lr·⟨g, w⟩) − lr·g = W − lr·tangent(g)
+        W.copy_(g.div_(g.norm(dim=-1, keepdim=True)))
         if cfg.lr_a > 0:
             a = a - cfg.lr_a * (kernel(S, cfg.coeffs) * cols.unsqueeze(-2)).sum(-1)
-        X[..., :m, :] = W
     model.W.copy_(W)
     model.a.copy_(a)
     if Ms is not None:

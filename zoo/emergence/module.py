@@ -154,8 +154,12 @@ class TwoLayerHermiteStudent(ZooModule):
         self.set_teacher(dm.V, dm.a_star)
         self._sample = dm.sample
 
-    def advance(self, batch: Any) -> Tensor:
-        """Apply one batch's updates (``inner_steps`` population steps, or one per minibatch); returns the loss (R,)."""
+    def advance(self, batch: Any) -> Tensor | None:
+        """Apply one batch's updates (``inner_steps`` population steps, or one per minibatch); return the loss (R,).
+
+        In population mode the loss is the exact L(W, a) after the updates, computed only on logging steps (``None``
+        otherwise).
+        """
         t = self.updates
         with torch.no_grad():
             if self.population_mode:
@@ -164,6 +168,8 @@ class TwoLayerHermiteStudent(ZooModule):
                 V, a_star = self._teacher
                 population_steps(self.model, V, a_star, self.cfg, self.inner_steps, t, self.update_observers)
                 self.model.t += self.inner_steps
+                if not self._logs_this_step():
+                    return None
                 return population_loss(self.model.W, self.model.a, V, a_star, self.coeffs)
         x, y = batch["x"].to(self.model.W), batch["y"].to(self.model.W)
         losses = []
@@ -212,11 +218,11 @@ class TwoLayerHermiteStudent(ZooModule):
         return None
 
     def training_step(self, batch: Any, batch_idx: int) -> None:
-        """Run the batch's updates and log the objective (and the exact losses when a teacher is known)."""
+        """Run the batch's updates; on logging steps log the objective and the exact losses (teacher known)."""
         loss = self.advance(batch)
         self.count_step()
-        values = {"train/loss": float(loss.mean()), "train/updates": float(self.updates)}
         if self._logs_this_step():
+            values = {"train/loss": float(loss.mean()), "train/updates": float(self.updates)}
             values.update({f"train/{k}": float(v.mean()) for k, v in self.losses().items()})
-        self.log_dict(values, batch_size=1)
+            self.log_dict(values, batch_size=1)
         return None
