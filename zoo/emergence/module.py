@@ -109,6 +109,7 @@ class TwoLayerHermiteStudent(ZooModule):
         self.update_observers: list[Observer] = []
         self._teacher: tuple[Tensor, Tensor] | None = None
         self._sample: dict[str, Tensor] | None = None
+        self._last_loss: Tensor | None = None
 
     def configure_models(self) -> None:
         """W uniform on the sphere (R, m, d), a = a_init, and the update counter, all in float64 buffers."""
@@ -221,8 +222,21 @@ class TwoLayerHermiteStudent(ZooModule):
         """Run the batch's updates; on logging steps log the objective and the exact losses (teacher known)."""
         loss = self.advance(batch)
         self.count_step()
+        if loss is not None:
+            self._last_loss = loss
         if self._logs_this_step():
-            values = {"train/loss": float(loss.mean()), "train/updates": float(self.updates)}
-            values.update({f"train/{k}": float(v.mean()) for k, v in self.losses().items()})
-            self.log_dict(values, batch_size=1)
+            self._log_values()
         return None
+
+    def _log_values(self) -> None:
+        losses = self.losses()
+        loss = losses["loss_fixed"] if self.population_mode and losses else self._last_loss
+        values = {"train/updates": float(self.updates)}
+        if loss is not None:
+            values["train/loss"] = float(loss.mean())
+        values.update({f"train/{k}": float(v.mean()) for k, v in losses.items()})
+        self.log_dict(values, batch_size=1)
+
+    def on_train_epoch_end(self) -> None:
+        """Log the objective and the exact losses at the end of the run (``monitor`` is always found)."""
+        self._log_values()
