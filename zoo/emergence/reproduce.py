@@ -251,11 +251,13 @@ def _survivors(arm: dict[str, Any]) -> list[tuple[int, int, float, float]]:
 
 
 def loss_slope(arm: dict[str, Any]) -> float:
-    """Slope of log median L_refit against log t over [median τ_1, median τ_P] (logged only)."""
+    """Slope of log median L_refit against log t between the first and last finite median τ_p (logged only)."""
     from zoo.emergence.model import loglog_slope
 
-    taus = median_tau(arm)
-    lo, hi = taus[0], max(t for t in taus if math.isfinite(t))
+    finite = [t for t in median_tau(arm) if math.isfinite(t)]
+    if not finite:
+        return math.nan
+    lo, hi = min(finite), max(finite)
     rows = [row for row in arm["history"] if lo <= row["t"] <= hi]
     return loglog_slope([row["t"] for row in rows], [median(row["loss_refit"]) for row in rows])
 
