@@ -1,0 +1,34 @@
+"""The adam_sharpness method declares itself (strings only; see ``zoo.core.manifest``)."""
+
+from zoo.core.manifest import Manifest
+
+MANIFEST = Manifest(
+    slug="adam_sharpness",
+    paper=(
+        "Adam Reduces a Unique Form of Sharpness: Theoretical Insights Near the Minimizer Manifold (Li, Wen, Lyu; "
+        "arXiv 2511.02773)"
+    ),
+    module="zoo.adam_sharpness.module.DiagonalLinearNet",
+    datamodule="datamodules.sparse_regression.datamodule.SparseRegressionDataModule",
+    config="configs/adam_sharpness/default.yaml",
+    status="in progress",
+    status_note="(issue #24) first build; figures pending",
+    summary=(
+        "`zoo.adam_sharpness.module.DiagonalLinearNet` (u⊙u − v⊙v, R seeds as replicas) + "
+        "`zoo.adam_sharpness.optim.AdaptiveGM` (SGD, Adam without bias correction, RMSProp, AdamE, Adalayer, "
+        "Adam-mini blocks; β2 = 1 − C·lr^s; `torch_adam` comparator) with `callbacks.label_noise.LabelNoiseCallback` "
+        "and `callbacks.sharpness.SharpnessLogger` (tr H, tr diag(H)^{1/2}; exact or Hutchinson); basis pursuit"
+    ),
+    real_data="`.npz` (Z, y, optional w_star, Z_test, y_test) or CSV (z_0…z_{d−1}, y): `--data.init_args.path=<file>`",
+    callbacks=("callbacks.label_noise.LabelNoiseCallback", "callbacks.sharpness.SharpnessLogger"),
+    extra=None,
+    tiny={
+        "*": (
+            "--trainer.max_steps=2",
+            "--model.init_args.inner_steps=5",
+            "--data.init_args.n_test=200",
+            "--data.init_args.batches_per_epoch=2",
+        )
+    },
+    ddp=(),
+)
