@@ -49,14 +49,14 @@ def replica_losses(pred: Tensor, y: Tensor) -> Tensor:
 def diag_hessian(u: Tensor, v: Tensor, Z: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
     """Exact diagonal of the Hessian of L (labels ``y``) w.r.t. u and v, each (R, d).
 
-    ∂²L/∂u_j² = (1/n)Σ_i [(2u_j z_ij)² + 2 r_i z_ij²] and ∂²L/∂v_j² = (1/n)Σ_i [(2v_j z_ij)² − 2 r_i z_ij²], r = f − y.
+    ∂²L/∂u_j² = (1/n)Σ_i [(2u_j z_ij)² + 2 r_i z_ij] and ∂²L/∂v_j² = (1/n)Σ_i [(2v_j z_ij)² − 2 r_i z_ij], r = f − y.
     On the manifold (r = 0, Rademacher z) these are 4u_j² and 4v_j².
     """
     w = u * u - v * v
     r = torch.einsum("rnd,rd->rn", Z, w) - y
     z2 = Z.pow(2).mean(1)
-    rz2 = torch.einsum("rn,rnd->rd", r, Z.pow(2)) / Z.shape[1]
-    return 4 * u * u * z2 + 2 * rz2, 4 * v * v * z2 - 2 * rz2
+    rz = torch.einsum("rn,rnd->rd", r, Z) / Z.shape[1]
+    return 4 * u * u * z2 + 2 * rz, 4 * v * v * z2 - 2 * rz
 
 
 def sparsity(w: Tensor, threshold: float = 0.05) -> dict[str, Tensor]:

@@ -10,7 +10,7 @@ Example:
     >>> import torch
     >>> from zoo.adam_sharpness.module import DiagonalLinearNet
     >>> net = DiagonalLinearNet(d=3, n_replicas=1, inner_steps=2, optimizer="sgd", lr=0.1)
-    >>> float(net.model.weights().abs().max())
+    >>> float(net.model.weights().detach().abs().max())
     0.0
 """
 
