@@ -59,6 +59,16 @@ def diag_hessian(u: Tensor, v: Tensor, Z: Tensor, y: Tensor) -> tuple[Tensor, Te
     return 4 * u * u * z2 + 2 * rz, 4 * v * v * z2 - 2 * rz
 
 
+def gauss_newton_diag(u: Tensor, v: Tensor, Z: Tensor) -> tuple[Tensor, Tensor]:
+    """Diagonal of the card's H = (1/n)·Σ_i ∇f_i ∇f_iᵀ (no residual term) w.r.t. u and v: 4u_j²·mean_i z_ij², 4v_j²·….
+
+    It is the noise covariance's shape, E[g gᵀ] = (δ²/n)·H, and equals the Hessian on the manifold. Off the manifold
+    the Hessian's residual term 2·mean_i(r_i z_ij) dominates the coordinates near 0, which the noise never sees.
+    """
+    z2 = Z.pow(2).mean(1)
+    return 4 * u * u * z2, 4 * v * v * z2
+
+
 def sparsity(w: Tensor, threshold: float = 0.05) -> dict[str, Tensor]:
     """Per replica: Σ√|w| (ℓ_{1/2}), ‖w‖₁ and nbig = #{|w_i| > threshold}."""
     return {"l_half": w.abs().sqrt().sum(-1), "l1": w.abs().sum(-1), "nbig": (w.abs() > threshold).sum(-1).double()}

@@ -24,7 +24,7 @@ from torch import Tensor
 from callbacks.label_noise import LabelNoise
 from zoo.adam_sharpness.model import (
     DiagNet,
-    diag_hessian,
+    gauss_newton_diag,
     heldout_mse,
     preconditioner_check,
     replica_losses,
@@ -184,13 +184,16 @@ class DiagonalLinearNet(ZooModule):
         return {k: v.tolist() for k, v in out.items()}
 
     def preconditioner(self, delta: float) -> list[dict[str, float]]:
-        """Per replica: corr and median ratio of the optimizer's v against (δ²/n)·diag(H) (card C3)."""
+        """Per replica: corr and median ratio of the optimizer's v against (δ²/n)·diag(H) (card C3).
+
+        H is the card's (1/n)·Σ_i ∇f_i ∇f_iᵀ (:func:`~zoo.adam_sharpness.model.gauss_newton_diag`).
+        """
         opt = self.optimizers().optimizer if self._trainer is not None else None
         if opt is None or not hasattr(opt, "block_v") or self._clean is None:
             return []
         Z, y = self._clean
         with torch.no_grad():
-            hu, hv = diag_hessian(self.model.u, self.model.v, Z, y)
+            hu, hv = gauss_newton_diag(self.model.u, self.model.v, Z)
             vu, vv = opt.block_v()
             return [preconditioner_check(torch.cat([vu[r], vv[r]]), torch.cat([hu[r], hv[r]]), delta, Z.shape[1])
                     for r in range(self.n_replicas)]  # fmt: skip
