@@ -14,7 +14,7 @@ def run_core(optimizer: str, replicas: int, steps: int, delta: float = 0.5, d: i
     """``steps`` optimizer steps of ``optimizer`` on seeds 0..replicas-1 (noise seeds 1000+seed), CI-scale data."""
     dm = SparseRegressionDataModule(d=d, k=k, n=n, n_test=2000, seed=0, n_replicas=replicas)
     dm.setup()
-    net = DiagonalLinearNet(d=d, n_replicas=replicas, optimizer=optimizer)
+    net = DiagonalLinearNet(input_dim=d, n_replicas=replicas, optimizer=optimizer)
     opt = net.configure_optimizers()
     net.label_noise = LabelNoise(delta, noise_seed=1000, n_replicas=replicas)
     Z, y = dm.train

@@ -16,7 +16,7 @@ from zoo.adam_sharpness.module import DiagonalLinearNet
 
 def _interpolating_net(d: int = 40, k: int = 3, n: int = 20, replicas: int = 2) -> DiagonalLinearNet:
     """A net at a constructed point on the manifold: u_i = √max(w*_i, 0) + 0.01, v_i = √(u_i² − w*_i)."""
-    net = DiagonalLinearNet(d=d, n_replicas=replicas)
+    net = DiagonalLinearNet(input_dim=d, n_replicas=replicas)
     Zs, ys, us, vs = [], [], [], []
     for r in range(replicas):
         p = sparse_problem(d, k, n, 10, "rademacher", r)
@@ -114,7 +114,7 @@ def test_on_another_methods_module() -> None:
 def test_in_a_trainer_logs_on_schedule(tmp_path: object) -> None:
     """In a fit the callback measures every ``every_n_steps`` optimizer steps (module's counter) and at the end."""
     dm = SparseRegressionDataModule(d=10, k=2, n=8, n_test=50, n_replicas=2, batches_per_epoch=6)
-    net = DiagonalLinearNet(d=10, n_replicas=2, inner_steps=10, optimizer="adam_nobc")
+    net = DiagonalLinearNet(input_dim=10, n_replicas=2, inner_steps=10, optimizer="adam_nobc")
     cb = SharpnessLogger(every_n_steps=20)
     trainer = Trainer(max_steps=5, callbacks=[LabelNoiseCallback(0.5), cb], logger=False, enable_checkpointing=False,
                       enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0,

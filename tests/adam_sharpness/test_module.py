@@ -14,7 +14,7 @@ from zoo.adam_sharpness.module import DiagonalLinearNet
 
 def _fit(tmp: Path, seed: int, replicas: int, optimizer: str, delta: float = 0.5, steps: int = 3) -> DiagonalLinearNet:
     dm = SparseRegressionDataModule(d=12, k=2, n=8, n_test=20, seed=seed, n_replicas=replicas, batches_per_epoch=10)
-    net = DiagonalLinearNet(d=12, n_replicas=replicas, init_seed=seed, inner_steps=20, optimizer=optimizer)
+    net = DiagonalLinearNet(input_dim=12, n_replicas=replicas, init_seed=seed, inner_steps=20, optimizer=optimizer)
     trainer = Trainer(max_steps=steps, callbacks=[LabelNoiseCallback(delta, noise_seed=1000 + seed)], logger=False,
                       enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                       limit_val_batches=0, default_root_dir=str(tmp))  # fmt: skip
@@ -38,7 +38,7 @@ def test_without_noise_training_is_deterministic_gradient_descent(tmp_path: Path
     dm = SparseRegressionDataModule(d=12, k=2, n=8, n_test=20, seed=0)
     dm.setup()
     Z, y = dm.train
-    ref = DiagonalLinearNet(d=12, n_replicas=1, init_seed=0).model
+    ref = DiagonalLinearNet(input_dim=12, n_replicas=1, init_seed=0).model
     for _ in range(40):
         ref.zero_grad()
         (0.5 * (ref(Z) - y).pow(2).mean(-1)).sum().backward()

@@ -9,7 +9,7 @@ diagonal linear network w = u⊙u − v⊙v for sparse regression that is ‖w�
 Example:
     >>> import torch
     >>> from zoo.adam_sharpness.module import DiagonalLinearNet
-    >>> net = DiagonalLinearNet(d=3, n_replicas=1, inner_steps=2, optimizer="sgd", lr=0.1)
+    >>> net = DiagonalLinearNet(input_dim=3, n_replicas=1, inner_steps=2, optimizer="sgd", lr=0.1)
     >>> float(net.model.weights().detach().abs().max())
     0.0
 """
@@ -42,7 +42,7 @@ class DiagonalLinearNet(ZooModule):
     """Diagonal linear network on sparse regression with label noise and an adaptive optimizer (card ``adam_sharpness``).
 
     Args:
-        d: input dimension (linked from the datamodule's ``input_dim``).
+        input_dim: d, the input dimension (linked from the datamodule).
         n_replicas: replicas R (linked from the datamodule): seeds side by side, one parameter row each.
         init_scale: u = v = init_scale·g, g ~ N(0, I_d) (w = 0 at init).
         init_seed: seed of replica 0's init draw (replica r: ``init_seed + r``).
@@ -61,11 +61,11 @@ class DiagonalLinearNet(ZooModule):
     mode: ClassVar[Literal["min", "max"]] = "min"
     name: ClassVar[str] = "adam_sharpness"
 
-    def __init__(self, d: int = 40, n_replicas: int = 1, init_scale: float = 0.1, init_seed: int = 0,
+    def __init__(self, input_dim: int = 40, n_replicas: int = 1, init_scale: float = 0.1, init_seed: int = 0,
                  inner_steps: int = 100, optimizer: Optimizer = "adam_nobc", lr: float = 0.01,
                  beta1: float | None = None, C: float = 10.0, scheme: float = 2.0, exponent: float | None = None,
                  eps: float = 1e-6) -> None:  # fmt: skip
-        for key, value in (("d", d), ("n_replicas", n_replicas), ("inner_steps", inner_steps)):
+        for key, value in (("input_dim", input_dim), ("n_replicas", n_replicas), ("inner_steps", inner_steps)):
             checks.integer(checks.model(key), value)
         checks.positive(checks.model("init_scale"), init_scale)
         checks.integer(checks.model("init_seed"), init_seed, low=0)
@@ -83,7 +83,7 @@ class DiagonalLinearNet(ZooModule):
                 beta2_schedule(lr, C, scheme)
             except ValueError as exc:
                 raise ValueError(f"{checks.model('C')}={C!r}, scheme={scheme!r}, lr={lr!r}: {exc}") from None
-        self.d, self.n_replicas, self.init_scale, self.init_seed = d, n_replicas, init_scale, init_seed
+        self.d, self.n_replicas, self.init_scale, self.init_seed = input_dim, n_replicas, init_scale, init_seed
         self.inner_steps, self.optimizer_name = inner_steps, optimizer
         self.opt_args = {"beta1": beta1, "C": C, "scheme": scheme, "exponent": exponent, "eps": eps}
         super().__init__(lr=lr)
@@ -95,6 +95,8 @@ class DiagonalLinearNet(ZooModule):
         #: Replicas along the parameters' first dimension (read by ``SharpnessLogger``).
         self.sharpness_replicas = n_replicas
         self._clean: tuple[Tensor, Tensor] | None = None
+        #: [optimizer steps, clean loss of each replica] after every ``training_step`` (the reproduction's curves).
+        self.loss_curve: list[list[float]] = []
 
     def configure_models(self) -> None:
         """The replica diag-nets."""
@@ -148,9 +150,10 @@ class DiagonalLinearNet(ZooModule):
         self.manual_backward(losses.sum())
         opt.step()
         self.optimizer_steps += 1
+        with torch.no_grad():
+            clean = replica_losses(self.model(Z), y)
+        self.loss_curve.append([float(self.optimizer_steps), *clean.tolist()])
         if self._logs_this_step():
-            with torch.no_grad():
-                clean = replica_losses(self.model(Z), y)
             self.log_dict({"train/loss": losses.detach().mean(), "train/clean_loss": clean.mean(),
                            "train/optimizer_steps": float(self.optimizer_steps)}, batch_size=1)  # fmt: skip
         return None
