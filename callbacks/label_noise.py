@@ -4,7 +4,7 @@ RNG contract (card ``adam_sharpness``, "Label noise"): replica ``r`` owns one ``
 ``noise_seed + r``; each optimizer step draws one vector ξ of the replica's n labels from it, in step order, so the
 same ``noise_seed`` gives the same sequence in every run, and replica r of a vectorised run sees what a one-replica run
 with ``noise_seed + r`` sees. A block of T steps is drawn as one (T, n) tensor, row t being step t (the same numbers
-as T draws of n: checked by ``tests/adam_sharpness/test_label_noise.py``).
+as T draws of n: checked by ``tests/adam_sharpness/test_callback_label_noise.py``).
 
 Kinds: ``rademacher`` adds δ·ξ with ξ = ±1 (ỹ = y + δξ); ``flip`` negates each ±1 label with probability δ
 (classification labels).

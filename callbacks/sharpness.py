@@ -104,8 +104,9 @@ class SharpnessLogger(Callback):
                  seed: int = 0) -> None:  # fmt: skip
         checks.choice(checks.callback(self, "method"), method, ("auto", "exact", "hutchinson", "backpack"))
         if method == "backpack":
-            raise ValueError("SharpnessLogger.method='backpack': not available in v1 (BackPACK's DiagHessian covers "
-                             "standard layers only, not the diagonal net's u⊙u − v⊙v); use exact or hutchinson")  # fmt: skip
+            raise ValueError("SharpnessLogger.method='backpack': not available in v1 (BackPACK's DiagHessian "
+                             "covers standard layers only, not the diagonal net's u⊙u − v⊙v); use exact or "
+                             "hutchinson")  # fmt: skip
         checks.integer(checks.callback(self, "every_n_steps"), every_n_steps)
         checks.integer(checks.callback(self, "n_probes"), n_probes)
         checks.integer(checks.callback(self, "max_exact_params"), max_exact_params)
@@ -158,8 +159,9 @@ class SharpnessLogger(Callback):
         replicas = int(getattr(pl_module, "sharpness_replicas", 1) or 1)
         out = sharpness_values(diag, replicas, self.blocks, self.exponent)
         if self.resolved_method(pl_module) == "hutchinson" and float(out["n_clamped"].sum()) > 0 and not self._warned:
-            warnings.warn("SharpnessLogger: Hutchinson diagonal estimates below 0 were clamped to 0 before the square "
-                          "root; noisy diagonals bias tr(diag(H)^{1/2}) downward (raise n_probes)", stacklevel=2)  # fmt: skip
+            warnings.warn("SharpnessLogger: Hutchinson diagonal estimates below 0 were clamped to 0 before the "
+                          "square root; noisy diagonals bias tr(diag(H)^{1/2}) downward (raise n_probes)",
+                          stacklevel=2)  # fmt: skip
             self._warned = True
         self.seconds += time.perf_counter() - start
         return out

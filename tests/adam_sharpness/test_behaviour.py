@@ -9,8 +9,8 @@ from statistics import median
 
 import pytest
 import torch
-from adam_sharpness.helpers import run_core, separation
 
+from adam_sharpness.helpers import run_core, separation
 from zoo.adam_sharpness.model import gauss_newton_diag, preconditioner_check
 
 

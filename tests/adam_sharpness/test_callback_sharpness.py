@@ -1,4 +1,4 @@
-"""Card test 6: ``SharpnessLogger`` against the diag-net's closed form, Hutchinson's accuracy, and another method's module."""
+"""Card test 6: ``SharpnessLogger`` against the diag-net's closed form, Hutchinson, and another method's module."""
 
 from __future__ import annotations
 

@@ -32,6 +32,7 @@ def test_diag_hessian_matches_autograd_off_manifold() -> None:
     u, v = torch.randn(2, 4, dtype=torch.float64, generator=gen), torch.randn(2, 4, dtype=torch.float64, generator=gen)
     hu, hv = diag_hessian(u, v, Z, y)
     for r in range(2):
+
         def loss(theta: torch.Tensor, r: int = r) -> torch.Tensor:
             uu, vv = theta[:4], theta[4:]
             return replica_losses((Z[r] @ (uu * uu - vv * vv)).unsqueeze(0), y[r].unsqueeze(0)).sum()

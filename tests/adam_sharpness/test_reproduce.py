@@ -55,8 +55,10 @@ PERTURBATIONS = {
     "adam_worse_generalisation": (_set("adam", ("metrics", "test_mse"), [0.05, 0.1, 0.5, 0.05, 0.2]), {"C2"}),
     "summed_gradients_ratio_n2": (_set("adam", ("preconditioner",), [{"corr": 0.99, "ratio": 400.0}] * 5), {"C3"}),
     "noise_drawn_once_uncorrelated": (_set("adam", ("preconditioner",), [{"corr": 0.2, "ratio": 1.0}] * 5), {"C3"}),
-    "callback_noisy_labels": (_set("adam", ("history",), [{"step": 1, "tr_sqrt_diagH": [20.0] * 5,
-                                                            "trH": [5.0] * 5}]), {"C4"}),  # fmt: skip
+    "callback_noisy_labels": (
+        _set("adam", ("history",), [{"step": 1, "tr_sqrt_diagH": [20.0] * 5, "trH": [5.0] * 5}]),
+        {"C4"},
+    ),  # fmt: skip
 }
 
 

@@ -33,7 +33,7 @@ class DiagNet(nn.Module):
         self.v = nn.Parameter(init_scale * g.clone())
 
     def weights(self) -> Tensor:
-        """w = u⊙u − v⊙v, (R, d)."""
+        """W = u⊙u − v⊙v, (R, d)."""
         return self.u * self.u - self.v * self.v
 
     def forward(self, Z: Tensor) -> Tensor:
@@ -99,7 +99,9 @@ def pearson(a: Tensor, b: Tensor) -> float:
     return float((a * b).sum() / (a.norm() * b.norm()).clamp_min(1e-300))
 
 
-def preconditioner_check(v_state: Tensor, h_diag: Tensor, delta: float, n: int, floor: float = 1e-6) -> dict[str, float]:
+def preconditioner_check(
+    v_state: Tensor, h_diag: Tensor, delta: float, n: int, floor: float = 1e-6
+) -> dict[str, float]:
     """Pearson corr and median ratio of the optimizer's v against (δ²/n)·diag(H), over predicted values > ``floor``."""
     pred = (delta**2 / n) * h_diag
     keep = pred > floor
@@ -110,7 +112,7 @@ def preconditioner_check(v_state: Tensor, h_diag: Tensor, delta: float, n: int, 
 
 
 def basis_pursuit(Z: Tensor, y: Tensor) -> Tensor:
-    """min ‖w‖₁ s.t. Zw = y (one replica: Z (n, d), y (n,)) by ``scipy.optimize.linprog`` on w = p − q, p, q ≥ 0."""
+    """Min ‖w‖₁ s.t. Zw = y (one replica: Z (n, d), y (n,)) by ``scipy.optimize.linprog`` on w = p − q, p, q ≥ 0."""
     import numpy as np
     from scipy.optimize import linprog
 

@@ -39,7 +39,7 @@ Optimizer = Literal["sgd", "adam_nobc", "rmsprop", "adame", "adalayer", "adam_mi
 
 
 class DiagonalLinearNet(ZooModule):
-    """Diagonal linear network on sparse regression with label noise and an adaptive optimizer (card ``adam_sharpness``).
+    """Diagonal linear network on sparse regression, label noise, an adaptive optimizer (card ``adam_sharpness``).
 
     Args:
         input_dim: d, the input dimension (linked from the datamodule).

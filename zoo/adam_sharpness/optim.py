@@ -82,8 +82,17 @@ class AdaptiveGM(torch.optim.Optimizer):
         if (block == "custom") != (blocks is not None):
             raise ValueError(f"AdaptiveGM block={block!r} with blocks={'given' if blocks else None}: blocks are "
                              "given exactly when block='custom'")  # fmt: skip
-        defaults = {"lr": lr, "beta1": beta1, "beta2": beta2, "exponent": exponent, "eps": eps,
-                    "bias_correction": bias_correction, "block": block, "blocks": blocks, "batch_dims": batch_dims}
+        defaults = {
+            "lr": lr,
+            "beta1": beta1,
+            "beta2": beta2,
+            "exponent": exponent,
+            "eps": eps,
+            "bias_correction": bias_correction,
+            "block": block,
+            "blocks": blocks,
+            "batch_dims": batch_dims,
+        }
         super().__init__(params, defaults)
         for group in self.param_groups:
             if group["block"] == "custom":
@@ -208,8 +217,11 @@ def _check_blocks(params: list[Tensor], blocks: list[list[int]], batch_dims: int
 def make_optimizer(name: str, params: list[Tensor], lr: float, beta1: float | None = None, C: float = 10.0,
                    scheme: float = 2.0, exponent: float | None = None, eps: float = 1e-6,
                    blocks: list[list[int]] | None = None, batch_dims: int = 0) -> torch.optim.Optimizer:  # fmt: skip
-    """The named preset (card table): ``AdaptiveGM`` for all but ``torch_adam`` (``torch.optim.Adam``, with bias
-    correction; beta2 still from the C/scheme coupling, eps as given)."""
+    """The named preset of the card's table as an optimizer over ``params``.
+
+    ``AdaptiveGM`` for all but ``torch_adam`` (``torch.optim.Adam``, with bias correction; beta2 still from the
+    C/scheme coupling, eps as given).
+    """
     if name not in PRESETS:
         raise ValueError(f"optimizer {name!r}: expected one of {', '.join(OPTIMIZERS)}")
     preset = dict(PRESETS[name])

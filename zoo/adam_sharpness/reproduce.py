@@ -145,8 +145,11 @@ def run(seeds: tuple[int, ...], quick: bool, out: Path, progress: Callable[[str]
     for r in results:
         progress(f"{r['name']}: {r['steps']} steps x {n} seeds in {r['seconds']:.1f} s")
     claims = check_claims(arms, quick)
-    lines = ["| arm | β2 | median test MSE | median ‖w−w*‖² | median Σ√|w| | median ‖w‖₁ | median nbig | support "
-             "recovered | median tr H | median tr diag(H)^½ | fit s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| arm | β2 | median test MSE | median ‖w−w*‖² | median Σ√|w| | median ‖w‖₁ | median nbig | support "
+        "recovered | median tr H | median tr diag(H)^½ | fit s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     metrics: dict[str, Any] = {"arms": {}}
     for name in arms_cfg:
         a = arms[name]
@@ -185,7 +188,7 @@ def _plots(curves: dict[str, dict[str, Any]], out: Path) -> list[str]:
         rows = curves[name]["loss"]
         ax.semilogy([r[0] for r in rows], [max(median(r[1:]), 1e-12) for r in rows], label=name, lw=1.2, **style)
     ax.set_xlabel("optimizer steps")
-    ax.set_ylabel("clean training loss (median over seeds, log scale)")
+    ax.set_ylabel("clean training loss (median over seeds, log scale, floored at 1e-12)")
     ax.set_title("adam_sharpness: clean-label training loss, CI scale (d=40, k=3, n=20, δ=0.5)", fontsize=9)
     legend_outside(ax)
     paths = [save_figure(fig, out, "adam_sharpness_loss.png")]
