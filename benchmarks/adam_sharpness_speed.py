@@ -20,8 +20,6 @@ import statistics
 import time
 import warnings
 
-import torch
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
