@@ -12,7 +12,13 @@ MANIFEST = Manifest(
     datamodule="datamodules.sparse_regression.datamodule.SparseRegressionDataModule",
     config="configs/adam_sharpness/default.yaml",
     status="in progress",
-    status_note="(issue #24) first build; figures pending",
+    status_note=(
+        "(issue #24) first build; `zoo reproduce adam_sharpness --quick` (5 seeds, CI scale): 7/7 asserted claims "
+        "hold (309 s on loaded shared cores, 141 s CPU): Σ√|w| lower for Adam in 5/5 seeds, median ratio Adam/SGD "
+        "0.43; median test MSE 0.0025 (Adam) vs 0.117 (SGD); C3 corr 0.999, median ratio 1.01 (two seeds below "
+        "0.7); δ=0 ablation removes the separation (ratio 0.93); full run (d=100, sweeps) not yet run; Lightning/bare "
+        "loop 1.04×, 5 seeds vectorised 4.3× sequential, SharpnessLogger overhead 4.5% (exact) / 0.6% (Hutchinson)"
+    ),
     summary=(
         "`zoo.adam_sharpness.module.DiagonalLinearNet` (u⊙u − v⊙v, R seeds as replicas) + "
         "`zoo.adam_sharpness.optim.AdaptiveGM` (SGD, Adam without bias correction, RMSProp, AdamE, Adalayer, "
