@@ -76,6 +76,12 @@ BAD_INPUTS = [
     ("beta1_1", ["--model.init_args.beta1=1.0"], "--model.init_args.beta1=1.0: expected a number in [0, 1)"),
     ("exponent_negative", ["--model.init_args.exponent=-0.5"],
      "--model.init_args.exponent=-0.5: expected a finite number >= 0"),
+    ("exponent_with_sgd", ["--model.init_args.optimizer=sgd", "--model.init_args.exponent=0.5"],
+     "--model.init_args.exponent=0.5 does not apply to optimizer='sgd' (it sets v^e of the AdaptiveGM presets; use "
+     "adame)"),
+    ("beta1_with_sgd", ["--model.init_args.optimizer=sgd", "--model.init_args.beta1=0.9"],
+     "--model.init_args.beta1=0.9 does not apply to optimizer='sgd' (plain SGD has no momentum; use adame with "
+     "exponent 0 for momentum)"),
     ("inner_steps_0", ["--model.init_args.inner_steps=0"], "--model.init_args.inner_steps=0: expected an integer >= 1"),
     ("init_scale_0", ["--model.init_args.init_scale=0"],
      "--model.init_args.init_scale=0.0: expected a finite number > 0"),

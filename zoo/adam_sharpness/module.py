@@ -78,6 +78,12 @@ class DiagonalLinearNet(ZooModule):
         if exponent is not None:
             checks.non_negative(checks.model("exponent"), exponent)
         checks.non_negative(checks.model("eps"), eps)
+        if exponent is not None and optimizer in ("sgd", "torch_adam"):
+            raise ValueError(f"{checks.model('exponent')}={exponent!r} does not apply to optimizer={optimizer!r} (it "
+                             "sets v^e of the AdaptiveGM presets; use adame)")  # fmt: skip
+        if beta1 is not None and optimizer == "sgd":
+            raise ValueError(f"{checks.model('beta1')}={beta1!r} does not apply to optimizer='sgd' (plain SGD has no "
+                             "momentum; use adame with exponent 0 for momentum)")  # fmt: skip
         if optimizer != "sgd":
             try:
                 beta2_schedule(lr, C, scheme)
@@ -154,8 +160,11 @@ class DiagonalLinearNet(ZooModule):
             clean = replica_losses(self.model(Z), y)
         self.loss_curve.append([float(self.optimizer_steps), *clean.tolist()])
         if self._logs_this_step():
-            self.log_dict({"train/loss": losses.detach().mean(), "train/clean_loss": clean.mean(),
-                           "train/optimizer_steps": float(self.optimizer_steps)}, batch_size=1)  # fmt: skip
+            values = {"train/loss": losses.detach().mean(), "train/clean_loss": clean.mean(),
+                      "train/optimizer_steps": float(self.optimizer_steps)}  # fmt: skip
+            if self.beta2 is not None:  # from the initial lr (card)
+                values["train/beta2"] = self.beta2
+            self.log_dict(values, batch_size=1)
         return None
 
     def sharpness_closure(self) -> Tensor:
