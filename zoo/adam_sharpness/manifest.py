@@ -14,7 +14,7 @@ MANIFEST = Manifest(
     status="in progress",
     status_note=(
         "(issue #24) first build; `zoo reproduce adam_sharpness --quick` (5 seeds, CI scale): 7/7 asserted claims "
-        "hold (309 s on loaded shared cores, 141 s CPU): Σ√|w| lower for Adam in 5/5 seeds, median ratio Adam/SGD "
+        "hold (120-309 s on shared cores, 114-141 s CPU): Σ√|w| lower for Adam in 5/5 seeds, median ratio Adam/SGD "
         "0.43; median test MSE 0.0025 (Adam) vs 0.117 (SGD); C3 corr 0.999, median ratio 1.01 (two seeds below "
         "0.7); δ=0 ablation removes the separation (ratio 0.93); full run `--seeds 5` 9/9 (301 s) with C2 at d=100: "
         "median test MSE 0.0040 vs 0.123 (card 0.0015 vs 0.093); Lightning/bare "
