@@ -28,7 +28,7 @@ MANIFEST = Manifest(
     ),
     real_data="`.npz` (Z, y, optional w_star, Z_test, y_test) or CSV (z_0…z_{d−1}, y): `--data.init_args.path=<file>`",
     callbacks=("callbacks.label_noise.LabelNoiseCallback", "callbacks.sharpness.SharpnessLogger"),
-    extra=None,
+    extra="adam_sharpness",
     tiny={
         "*": (
             "--trainer.max_steps=2",
