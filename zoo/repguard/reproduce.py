@@ -400,7 +400,7 @@ def _plot_defenses(table: Table, seed: int, out: Path) -> str:
     for ax in axes:
         ax.set_xlabel("cell (task, attack, poisoning rate)")
         ax.tick_params(labelbottom=True)
-    axes[0].set_title(f"repguard R5 (seed {seed}): every defense at 5% poisoning", fontsize=10)
+    axes[0].set_title(f"repguard (seed {seed}): ASR and CA_avg of each defense run, 5% poisoning", fontsize=10)
     legend_outside(axes[0])
     return save_figure(fig, out, "repguard_defenses.png")
 
