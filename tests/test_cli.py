@@ -199,3 +199,26 @@ def test_known_noise_is_dropped_and_other_warnings_stay() -> None:
     tip = logger.makeRecord(logger.name, logging.INFO, "", 0, "💡 Tip: try installing litlogger", None, None)
     seed = logger.makeRecord(logger.name, logging.INFO, "", 0, "Seed set to 0", None, None)
     assert not logger.filter(tip) and logger.filter(seed)
+
+
+def test_reproduce_seed_counts_come_from_the_protocol(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without `--seeds`, `--quick` runs ``QUICK_SEEDS`` (default 1) and the full run ``FULL_SEEDS`` (default 3);
+    `--seeds N` overrides both (a protocol whose card defines its claims over 5 seeds runs 5 by default)."""
+    import types
+
+    import zoo.core.reproduce as rep
+
+    seen: list[tuple[int, ...]] = []
+
+    def fake_run(seeds, quick, out, progress, options=None):
+        seen.append(seeds)
+        return rep.Report(claims=[rep.Claim("ok", 1.0, ">=", 0.5)])
+
+    protocol = types.SimpleNamespace(run=fake_run)
+    monkeypatch.setitem(sys.modules, "zoo.craft.reproduce", protocol)
+    for args in (["--quick"], [], ["--seeds", "2"]):
+        assert main(["reproduce", "craft", *args, "--out", str(tmp_path)]) == 0
+    protocol.QUICK_SEEDS, protocol.FULL_SEEDS = 4, 5
+    for args in (["--quick"], [], ["--seeds", "2"]):
+        assert main(["reproduce", "craft", *args, "--out", str(tmp_path)]) == 0
+    assert [len(s) for s in seen] == [1, 3, 2, 4, 5, 2]

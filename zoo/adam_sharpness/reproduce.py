@@ -7,8 +7,8 @@ the same data and noise seeds. Basis pursuit (``scipy.optimize.linprog``) runs o
 
 ``--quick`` (``QUICK_SEEDS`` = 5): the CI-scale arms (d=40, k=3, n=20, δ=0.5, lr=0.01, 5e4 steps): Adam, SGD,
 RMSProp, AdamE e ∈ {0.25, 0.75}, Adalayer, Adam-mini, torch Adam, and the δ = 0 ablation of Adam and SGD. The full run
-adds AdamE e = 0, the β2-scheme sweep (s = 1.5, 2.5) and the d=100 pair (2e5 steps; C2 also read there); call it with
-``--seeds 5`` for the card's protocol (the harness's default is 3 seeds). Claims over seeds need all seeds but one
+adds AdamE e = 0, the β2-scheme sweep (s = 1.5, 2.5) and the d=100 pair (2e5 steps; C2 also read there); the full run's
+default is the card's 5 seeds (``FULL_SEEDS``). Claims over seeds need all seeds but one
 (4/5; with 3 seeds the card's 2/3 rule).
 """
 
@@ -23,6 +23,8 @@ from typing import Any
 from zoo.core.reproduce import Claim, Report, config_path, curve_styles, legend_outside, parallel_map, save_figure
 
 QUICK_SEEDS = 5
+#: The card's protocol: seeds 0-4 (the full run's default; ``--seeds N`` overrides).
+FULL_SEEDS = 5
 #: arm name -> config file; ``QUICK_ARMS`` run in both modes, ``FULL_ARMS`` only in the full run.
 QUICK_ARMS = {
     "adam": "default", "sgd": "sgd", "rmsprop": "rmsprop", "adame e=0.25": "adame_0.25",

@@ -1,7 +1,8 @@
 """``zoo list`` and ``zoo reproduce``, the Claim and Report types, and the one harness every protocol runs on.
 
 A protocol is a module with ``run(seeds, quick, out, progress, options=None) -> Report`` (:data:`Run`), optionally
-``OPTIONS`` (``--set KEY=VALUE`` choices) and ``QUICK_SEEDS``. Its arms are configs under ``configs/<slug>/``
+``OPTIONS`` (``--set KEY=VALUE`` choices), ``QUICK_SEEDS`` and ``FULL_SEEDS`` (the seeds of ``--quick`` and of the
+full run when ``--seeds`` is not given; 1 and 3 by default). Its arms are configs under ``configs/<slug>/``
 (:func:`config_path`); a worker process calls :func:`worker_setup` once and :func:`fit` per arm and seed, which runs
 ``zoo fit -c CONFIG --seed_everything=SEED ...`` in-process, so every arm of a report can be re-run by hand with the
 same flags; claims read :func:`median` / :func:`median_over_seeds`.
@@ -528,8 +529,15 @@ def reproduce(slug: str, quick: bool, seeds: int | None, out: Path, options: dic
     except Exception:  # an error is exit code 2, never a silent pass
         traceback.print_exc()
         return 2
-    # A protocol whose claims are medians over seeds may keep them in --quick (``QUICK_SEEDS``; default one seed).
-    n_seeds = seeds if seeds is not None else (getattr(protocol, "QUICK_SEEDS", 1) if quick else 3)
+    # A protocol whose claims are medians over seeds may keep them in --quick (``QUICK_SEEDS``; default one seed);
+    # one whose card defines its claims over another number of seeds declares ``FULL_SEEDS`` (default 3).
+    n_seeds = (
+        seeds
+        if seeds is not None
+        else getattr(protocol, "QUICK_SEEDS", 1)
+        if quick
+        else getattr(protocol, "FULL_SEEDS", 3)
+    )
     try:
         chosen = protocol_options(slug, protocol, options or {})
     except ValueError as exc:

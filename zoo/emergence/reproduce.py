@@ -38,6 +38,8 @@ from zoo.core.reproduce import (
 )
 
 QUICK_SEEDS = 4
+#: The card's protocol: seeds 0-3 (the full run's default).
+FULL_SEEDS = 4
 #: The protocol's seeds are 0-3: fewer are raised to this many.
 MIN_SEEDS = 4
 OPTIONS: dict[str, tuple[str, ...]] = {"exploratory": ("off", "on")}
