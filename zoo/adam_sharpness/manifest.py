@@ -11,14 +11,14 @@ MANIFEST = Manifest(
     module="zoo.adam_sharpness.module.DiagonalLinearNet",
     datamodule="datamodules.sparse_regression.datamodule.SparseRegressionDataModule",
     config="configs/adam_sharpness/default.yaml",
-    status="in progress",
+    status="done",
     status_note=(
-        "(issue #24) first build; `zoo reproduce adam_sharpness --quick` (5 seeds, CI scale): 7/7 asserted claims "
-        "hold (120-309 s on shared cores, 114-141 s CPU): Σ√|w| lower for Adam in 5/5 seeds, median ratio Adam/SGD "
-        "0.43; median test MSE 0.0025 (Adam) vs 0.117 (SGD); C3 corr 0.999, median ratio 1.01 (two seeds below "
-        "0.7); δ=0 ablation removes the separation (ratio 0.93); full run `--seeds 5` 9/9 (301 s) with C2 at d=100: "
-        "median test MSE 0.0040 vs 0.123 (card 0.0015 vs 0.093); Lightning/bare "
-        "loop 1.04×, 5 seeds vectorised 4.3× sequential, SharpnessLogger overhead 4.5% (exact) / 0.6% (Hutchinson)"
+        "(issue #24); `zoo reproduce adam_sharpness --quick` (5 seeds, CI scale): 7/7 asserted claims hold in 58 s: "
+        "Σ√|w| lower for Adam in 5/5 seeds, median ratio Adam/SGD 0.43; median test MSE 0.0025 (Adam) vs 0.117 "
+        "(SGD); C3 corr 0.999, median ratio 1.01; δ=0 ablation removes the separation (ratio 0.93); full run "
+        "(5 seeds) 9/9 with C2 at d=100: median test MSE 0.0040 vs 0.123 (card 0.0015 vs 0.093); Lightning/bare "
+        "loop 0.92×, 5 seeds vectorised 4.7× sequential, SharpnessLogger 4.7% (exact) / 0.7% (Hutchinson) of "
+        "1000 steps per measurement"
     ),
     summary=(
         "`zoo.adam_sharpness.module.DiagonalLinearNet` (u⊙u − v⊙v, R seeds as replicas) + "

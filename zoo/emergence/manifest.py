@@ -11,13 +11,13 @@ MANIFEST = Manifest(
     module="zoo.emergence.module.TwoLayerHermiteStudent",
     datamodule="datamodules.gaussian_teacher.datamodule.GaussianAdditiveTeacherDataModule",
     config="configs/emergence/default.yaml",
-    status="in progress",
+    status="done",
     status_note=(
         "(issue #24); `zoo reproduce emergence` (`--quick` = full, 4 seeds vectorised): 15/15 asserted claims hold "
-        "in 42 s on shared cores; τ_1 191-439 updates, τ_1/τ̂_1 1.05-1.10, Spearman ρ ≥ 0.93, median s_p ≤ 0.12, "
-        "slope of log median τ_p vs log p 2.06 (β 1.5), final L_refit 0.012 vs L_fixed 0.36; `trained` learns ≤ 2 "
-        "directions; C5's revised neuron form not reproduced (a neuron mid-escape keeps |a_j| 0.005, info); "
-        "vectorised 4 seeds 1.5× sequential (card ≥ 2.5×: not met, compute-bound float64), Lightning 0.84× bare"
+        "in 20 s; τ_1 191-439 updates, τ_1/τ̂_1 1.05-1.10, Spearman ρ ≥ 0.93, median s_p ≤ 0.12, slope of log "
+        "median τ_p vs log p 2.06 (β 1.5), final L_refit 0.012 vs L_fixed 0.36; `trained` learns ≤ 2 directions; "
+        "C5's revised neuron form not reproduced (a neuron mid-escape keeps |a_j| 0.005, info); vectorised 4 "
+        "seeds 1.51× sequential (card ≥ 2.5×: not met, compute-bound float64), Lightning 0.85× bare"
     ),
     summary=(
         "`zoo.emergence.module.TwoLayerHermiteStudent` (population GD in float64 or online SGD on the sphere, "
