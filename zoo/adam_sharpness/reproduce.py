@@ -15,6 +15,7 @@ default is the card's 5 seeds (``FULL_SEEDS``). Claims over seeds need all seeds
 from __future__ import annotations
 
 import math
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from statistics import median
@@ -49,7 +50,8 @@ def run_arm(job: tuple[str, str, int]) -> dict[str, Any]:
     from zoo.adam_sharpness.model import basis_pursuit, heldout_mse, sparsity
 
     name, config, n = job
-    res = fit(config_path("adam_sharpness", config), [f"--data.init_args.n_replicas={n}"], seed=None)
+    with tempfile.TemporaryDirectory() as tmp:  # the fit's run folder (config.yaml): never the working directory
+        res = fit(config_path("adam_sharpness", config), [f"--data.init_args.n_replicas={n}"], seed=None, root=tmp)
     net, dm = res.model, res.datamodule
     noise = res.callback(LabelNoiseCallback)
     delta = noise.delta if noise is not None else 0.0

@@ -20,6 +20,7 @@ feeds it perturbed numbers and sees each asserted claim fail.
 from __future__ import annotations
 
 import math
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from statistics import median
@@ -77,7 +78,8 @@ def run_arm(job: tuple[str, str, tuple[str, ...], int, int]) -> dict[str, Any]:
         C0 = overlaps(model.model.W, dm.V)
         start["tau_hat"] = tau_hat(C0, model.model.a, dm.a_star, model.cfg.lr, model.degree).tolist()
 
-    res = fit(config_path("emergence", config), overrides, seed=first_seed, seed_args=(), prepare=prepare)
+    with tempfile.TemporaryDirectory() as tmp:  # the fit's run folder (config.yaml): never the working directory
+        res = fit(config_path("emergence", config), overrides, seed=first_seed, seed_args=(), prepare=prepare, root=tmp)
     logger = res.callback(OverlapLogger)
     model = res.model
     V, a_star = model.teacher()
