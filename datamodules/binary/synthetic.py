@@ -202,8 +202,11 @@ def sample_mvb(
 
 
 def interaction5_cpts() -> list[np.ndarray]:
-    """The fixture's tables: X0 ~ Bern(0.3), X1 ~ Bern(0.6), logit P(X2) = −1.5 + 3.5·X0X1 + 1.5·[X0=X1=0],
-    P(X3 = 1) = 0.8 if X2 else 0.25, logit P(X4) = 1.5 − 3X2 − 3X3 + 5X2X3 (keys: first parent is bit 0)."""
+    """The fixture's tables (key bit 0 = the first parent).
+
+    X0 ~ Bern(0.3), X1 ~ Bern(0.6), logit P(X2 = 1) = −1.5 + 3.5·X0X1 + 1.5·[X0 = X1 = 0],
+    P(X3 = 1) = 0.8 if X2 = 1 else 0.25, logit P(X4 = 1) = 1.5 − 3X2 − 3X3 + 5X2X3.
+    """
     x0, x1 = _config_bits(2).T  # X2's parents (0, 1); X4's parents (2, 3) use the same bit layout
     p2 = _sigmoid(-1.5 + 3.5 * x0 * x1 + 1.5 * (1 - x0) * (1 - x1))
     p4 = _sigmoid(1.5 - 3.0 * x0 - 3.0 * x1 + 5.0 * x0 * x1)
