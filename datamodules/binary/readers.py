@@ -154,7 +154,11 @@ def find_cycle(adj: np.ndarray) -> list[int] | None:
 
 
 def _truth_edges_bif(path: str) -> list[tuple[str, str]]:
-    from pgmpy.readwrite import BIFReader
+    try:
+        from pgmpy.readwrite import BIFReader
+    except ImportError:
+        raise BinaryDataError(f"{path}: reading a .bif truth needs pgmpy (pgmpy>=1.0,<1.3); install the extra: pip "
+                              "install 'zoo[binary_dag]', or give the truth as an edge-list CSV source,target") from None  # fmt: skip
 
     try:
         if path.endswith(".gz"):
@@ -162,10 +166,14 @@ def _truth_edges_bif(path: str) -> list[tuple[str, str]]:
                 reader = BIFReader(string=fh.read())
         else:
             reader = BIFReader(path=path)
-        return [(str(a), str(b)) for a, b in reader.get_edges()]
+        variables, edges = [str(v) for v in reader.variable_names], reader.variable_edges
     except Exception as exc:  # pyparsing's and gzip's errors become one line naming the file
         raise BinaryDataError(f"{path}: not a readable BIF network ({type(exc).__name__}: "
                               f"{' '.join(str(exc).split())[:200]})") from None  # fmt: skip
+    if not variables:
+        raise BinaryDataError(f"{path}: no variable found; expected a BIF network (variable and probability blocks)")
+    # a variable without edges is checked against the data too: (v, v) pairs are dropped after the check
+    return [(str(a), str(b)) for a, b in edges] + [(v, v) for v in variables]
 
 
 def _truth_edges_csv(path: str) -> list[tuple[str, str]]:
@@ -204,7 +212,8 @@ def read_truth(path: str, names: list[str]) -> np.ndarray:
                 known = ", ".join(names[:MAX_LISTED]) + (", …" if len(names) > MAX_LISTED else "")
                 where = "" if is_bif else f" edge row {r}:"
                 raise BinaryDataError(f"{path}:{where} unknown variable {v!r}; expected a data column ({known})")
-        adj[index[a], index[b]] = True
+        if not (is_bif and a == b):  # a BIF variable listed as (v, v) above
+            adj[index[a], index[b]] = True
     if (cycle := find_cycle(adj)) is not None:
         raise BinaryDataError(f"{path}: the truth graph has a cycle {' -> '.join(names[i] for i in cycle)}; "
                               "expected a DAG")  # fmt: skip
