@@ -158,7 +158,8 @@ def _truth_edges_bif(path: str) -> list[tuple[str, str]]:
         from pgmpy.readwrite import BIFReader
     except ImportError:
         raise BinaryDataError(f"{path}: reading a .bif truth needs pgmpy (pgmpy>=1.0,<1.3); install the extra: pip "
-                              "install 'zoo[binary_dag]', or give the truth as an edge-list CSV source,target") from None  # fmt: skip
+                              "install 'zoo[binary_dag]', or give the truth as an edge-list CSV source,target"
+                              ) from None  # fmt: skip
 
     try:
         if path.endswith(".gz"):
