@@ -128,9 +128,11 @@ def sample_network(
 
     ``forward_sample`` seeds numpy's global generator; its state is restored afterwards.
     """
-    from pgmpy.sampling import BayesianModelSampling
-
     model = packaged_network(name)
+    with warnings.catch_warnings():  # pgmpy 1.1 warns on its own import of pgmpy.estimators.StructureScore
+        warnings.simplefilter("ignore", FutureWarning)
+        from pgmpy.sampling import BayesianModelSampling
+
     names, adj, card = network_graph(model)
     state = np.random.get_state()
     try:
