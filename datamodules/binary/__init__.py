@@ -1,0 +1,1 @@
+"""Binary (and native multi-state) data for causal discovery: the MVB generator, packaged bnlearn networks, CSV."""
