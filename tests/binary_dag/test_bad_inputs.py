@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import installed
+from conftest import ROOT, assert_user_error, installed
 
 from datamodules.binary.datamodule import BinaryCSVDataModule, BinaryMVBDataModule, PgmpyBIFDataModule
 from zoo.launcher import user_error
@@ -164,3 +164,49 @@ def test_good_file_of_the_table_loads(table_files: Path) -> None:
     """The rows fail for the reason they name: the valid file next to them loads (12 rows, 3 columns)."""
     dm = BinaryCSVDataModule(str(table_files / "ok.csv"))
     assert dm.x.shape == (12, 3) and dm.names == ["a", "b", "c"]
+
+
+# --- through the real entry point: `zoo fit -c configs/binary_dag/<config>.yaml <args> --trainer.fast_dev_run=1` -----
+
+CLI_ROWS = [
+    # a few data rows end to end (the constructor table above has them all)
+    ("cli_csv_three_values", "default", ["--data=BinaryCSVDataModule", "--data.init_args.path={tmp}/three.csv"],
+     "{tmp}/three.csv: column 'b' has 3 distinct values ['high', 'low', 'mid']; expected 0/1 or exactly two distinct "
+     "tokens (binarise it first, e.g. first state vs rest, or at the median)"),
+    ("cli_truth_cycle", "hc_bic", ["--data=BinaryCSVDataModule", "--data.init_args.path={tmp}/ok.csv",
+                                   "--data.init_args.truth={tmp}/truth_cycle.csv"],
+     "{tmp}/truth_cycle.csv: the truth graph has a cycle a -> b -> c -> a; expected a DAG"),
+    ("cli_interaction5_d", "interaction5", ["--data.init_args.d=6"],
+     "--data.init_args.d=6: expected 5 with graph='interaction5' (the fixture has 5 nodes)"),
+    # module values
+    ("max_order_0", "mvb_notears", ["--model.init_args.max_order=0"],
+     "--model.init_args.max_order=0: expected an integer >= 1"),
+    ("lam_negative", "mvb_notears", ["--model.init_args.lam=-0.1"],
+     "--model.init_args.lam=-0.1: expected a finite number >= 0"),
+    ("gamma_1", "first_order_mcp", ["--model.init_args.gamma=1.0"],
+     "--model.init_args.gamma=1.0: expected a finite number > 1"),
+    ("s_0", "mvb_notears_dagma", ["--model.init_args.s=0.0"], "--model.init_args.s=0.0: expected a finite number > 0"),
+    ("rho_max_1", "mvb_notears", ["--model.init_args.rho_max=1.0"],
+     "--model.init_args.rho_max=1.0: expected a finite number > 1"),
+    ("threshold_negative", "default", ["--model.init_args.threshold=-0.3"],
+     "--model.init_args.threshold=-0.3: expected a finite number >= 0"),
+    ("max_parents_negative", "default", ["--model.init_args.max_parents=-1"],
+     "--model.init_args.max_parents=-1: expected an integer >= 0"),
+    ("mi_candidates_0", "default", ["--model.init_args.mi_candidates=0"],
+     "--model.init_args.mi_candidates=0: expected an integer >= 1"),
+    ("alpha_1", "pc", ["--model.init_args.alpha=1.0"], "--model.init_args.alpha=1.0: expected a number in (0, 1)"),
+    ("oracle_d_10", "oracle", ["--data.init_args.graph=er", "--data.init_args.d=10"],
+     "--model.init_args.algorithm='oracle': expected the exact oracle for d ≤ 8 variables (the data has 10): use "
+     "two_stage or hc_bic"),
+    ("native_states_for_mvb", "default", ["--data=PgmpyBIFDataModule", "--data.init_args.name=sachs",
+                                          "--data.init_args.binarize=null", "--data.init_args.n=100"],
+     "TwoStageModule needs binary data but Akt, Erk, Jnk, Mek, P38 have more than two states: set "
+     "--data.init_args.binarize=first_vs_rest (or median)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("config", "args", "line"), [r[1:] for r in CLI_ROWS], ids=[r[0] for r in CLI_ROWS])
+def test_bad_input_through_zoo_fit(table_files: Path, capsys: pytest.CaptureFixture[str], config: str,
+                                   args: list[str], line: str) -> None:  # fmt: skip
+    cli = ["fit", "-c", str(ROOT / f"configs/binary_dag/{config}.yaml"), *args, "--trainer.fast_dev_run=1"]
+    assert_user_error(cli, line, capsys, table_files)

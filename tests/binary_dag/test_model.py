@@ -172,14 +172,15 @@ def test_acyclicity_gradient_through_w_theta_matches_finite_differences(kind):
 
 
 def test_penalties_closed_forms():
-    """l1 is λΣw over the off-diagonal; MCP is λw − w²/2γ below γλ and γλ²/2 above (λ inside p)."""
+    """l1 is λΣw over the off-diagonal; the card's MCP term is λ·Σp with p = λw − w²/2γ below γλ, γλ²/2 above."""
     w = torch.tensor([[0.0, 0.05, 0.5], [0.02, 0.0, 0.0], [1.0, 0.0, 0.0]], dtype=torch.float64)
     assert float(penalty(w, "l1", 0.1, 2.0)) == pytest.approx(0.1 * 1.57)
     lam, gamma = 0.05, 2.0
-    expected = sum(lam * v - v * v / (2 * gamma) if v <= gamma * lam else gamma * lam**2 / 2 for v in
-                   [0.05, 0.5, 0.02, 1.0])  # fmt: skip
+    expected = lam * sum(lam * v - v * v / (2 * gamma) if v <= gamma * lam else gamma * lam**2 / 2 for v in
+                         [0.05, 0.5, 0.02, 1.0])  # fmt: skip
     assert float(penalty(w, "mcp", lam, gamma)) == pytest.approx(expected)
     assert float(penalty(w, "quasi_mcp", lam, gamma)) == float(penalty(w, "mcp", lam, gamma))
+    assert float(penalty(w, "mcp_standard", lam, gamma)) == pytest.approx(expected / lam)
 
 
 def test_saturated_mle_reproduces_the_empirical_conditional_table(x20k):

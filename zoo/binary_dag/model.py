@@ -27,8 +27,9 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-Penalty = Literal["l1", "mcp", "quasi_mcp"]
+Penalty = Literal["l1", "mcp", "quasi_mcp", "mcp_standard"]
 Acyclicity = Literal["notears", "dagma"]
+Solver = Literal["scipy", "torch"]
 
 #: Smoothing of the group norm (card: ε = 1e-8).
 EPS = 1e-8
@@ -220,15 +221,18 @@ def initial_intercepts(x: Tensor) -> Tensor:
 
 
 def penalty(w: Tensor, kind: Penalty, lam: float, gamma: float) -> Tensor:
-    """``λ Σ_{k≠j} p(W_kj)``: ``l1`` p(w) = w; ``mcp`` p(w) = λw − w²/(2γ) for w ≤ γλ, else γλ²/2 (λ inside, the
-    card's form, times the outer λ = 1 for MCP). ``quasi_mcp`` is an alias of ``mcp`` until the form of Deng, Bello,
-    Ravikumar and Aragam (NeurIPS 2024) is taken from that paper."""
+    """The card's sparsity term ``λ Σ_{k≠j} p(W_kj)``, literally: ``l1`` p(w) = w; ``mcp`` p(w) = λw − w²/(2γ) for
+    w ≤ γλ, else γλ²/2, so MCP carries λ twice (slope λ² at 0: 0.0025 at the two-stage default λ = 0.05). This literal
+    reading is the one whose numbers match the card's prototype (see the method page). ``mcp_standard`` is the usual
+    MCP with λ once (``Σ p``). ``quasi_mcp`` is an alias of ``mcp`` until the form of Deng, Bello, Ravikumar and
+    Aragam (NeurIPS 2024) is taken from that paper."""
     off = w * (1.0 - torch.eye(w.shape[0], dtype=w.dtype, device=w.device))
     if kind == "l1":
         return lam * off.sum()
     inner = lam * off - off**2 / (2.0 * gamma)
     flat = torch.full_like(off, gamma * lam**2 / 2.0)
-    return torch.where(off <= gamma * lam, inner, flat).sum()
+    total = torch.where(off <= gamma * lam, inner, flat).sum()
+    return total if kind == "mcp_standard" else lam * total
 
 
 class OutsideDomainError(ValueError):
@@ -285,27 +289,50 @@ class Objective:
         return {"loss": nll + pen + 0.5 * rho * h * h + alpha * h, "nll": nll, "penalty": pen, "h": h}
 
 
-def solve_inner(obj: Objective, rho: float, alpha: float, max_iter: int = 500, tol: float = 1e-9) -> float:
-    """Minimise the augmented Lagrangian at (ρ, α) from the current θ with L-BFGS (strong Wolfe); returns h(θ).
+def solve_inner(obj: Objective, rho: float, alpha: float, max_iter: int = 1000, solver: Solver = "scipy") -> float:
+    """Minimise the augmented Lagrangian at (ρ, α) from the current θ with L-BFGS; returns h(θ).
 
-    A fresh optimiser per solve (the objective changes with ρ and α), as NOTEARS calls scipy's L-BFGS-B afresh.
-    Under ``dagma`` a step that leaves the log-det domain is rejected (the loss is +inf there), which keeps the
-    iterate inside it.
+    ``solver``: ``scipy`` (L-BFGS-B with scipy's default tolerances, as NOTEARS calls it; the default) or ``torch``
+    (``torch.optim.LBFGS`` with a strong-Wolfe line search). A fresh optimiser per solve (the objective changes with ρ
+    and α). Under ``dagma`` a point outside the log-det domain scores +∞, so a line search never accepts it.
     """
-    params = [obj.model.theta]
-    opt = torch.optim.LBFGS(params, lr=1.0, max_iter=max_iter, max_eval=int(max_iter * 1.25), tolerance_grad=tol,
-                            tolerance_change=1e-12, history_size=20, line_search_fn="strong_wolfe")  # fmt: skip
+    theta = obj.model.theta
+    if solver == "scipy":
+        from scipy.optimize import minimize
 
-    def closure() -> Tensor:
-        opt.zero_grad()
-        try:
-            loss = obj.terms(rho, alpha)["loss"]
-        except OutsideDomainError:
-            return torch.tensor(math.inf, dtype=torch.float64)
-        loss.backward()
-        return loss
+        shape = theta.shape
 
-    opt.step(closure)
+        def value_and_grad(v: np.ndarray) -> tuple[float, np.ndarray]:
+            with torch.no_grad():
+                theta.copy_(torch.from_numpy(v).view(shape))
+            theta.grad = None
+            try:
+                loss = obj.terms(rho, alpha)["loss"]
+            except OutsideDomainError:
+                return math.inf, np.zeros_like(v)
+            loss.backward()
+            return float(loss), theta.grad.numpy().ravel().copy()
+
+        start = theta.detach().numpy().ravel().copy()
+        result = minimize(value_and_grad, start, jac=True, method="L-BFGS-B", options={"maxiter": max_iter})
+        best = result.x if np.isfinite(result.fun) else start
+        with torch.no_grad():
+            theta.copy_(torch.from_numpy(best).view(shape))
+    else:
+        opt = torch.optim.LBFGS([theta], lr=1.0, max_iter=max_iter, max_eval=int(max_iter * 1.25),
+                                tolerance_grad=1e-9, tolerance_change=1e-12, history_size=20,
+                                line_search_fn="strong_wolfe")  # fmt: skip
+
+        def closure() -> Tensor:
+            opt.zero_grad()
+            try:
+                loss = obj.terms(rho, alpha)["loss"]
+            except OutsideDomainError:
+                return torch.tensor(math.inf, dtype=torch.float64)
+            loss.backward()
+            return loss
+
+        opt.step(closure)
     with torch.no_grad():
         return float(acyclicity(obj.model.adjacency(), obj.acyclicity, obj.s))
 
@@ -329,13 +356,13 @@ def al_update(state: ALState, h_new: float, rho_max: float = 1e16,
     return True
 
 
-def fit_augmented_lagrangian(obj: Objective, max_solves: int = 100, max_iter: int = 500, rho_max: float = 1e16,
-                             h_tol: float = 1e-8) -> ALState:  # fmt: skip
+def fit_augmented_lagrangian(obj: Objective, max_solves: int = 100, max_iter: int = 1000, rho_max: float = 1e16,
+                             h_tol: float = 1e-8, solver: Solver = "scipy") -> ALState:  # fmt: skip
     """The whole NOTEARS outer loop on ``obj.model`` (used by the two-stage method's stage 1 and by tests)."""
     state = ALState()
     saved = obj.model.theta.detach().clone()
     for _ in range(max_solves):
-        h_new = solve_inner(obj, state.rho, state.alpha, max_iter=max_iter)
+        h_new = solve_inner(obj, state.rho, state.alpha, max_iter=max_iter, solver=solver)
         if al_update(state, h_new, rho_max=rho_max, h_tol=h_tol):
             saved = obj.model.theta.detach().clone()
             if state.done:

@@ -54,7 +54,7 @@ from zoo.core.datamodule import require
 from zoo.core.messages import say
 from zoo.core.module import ZooModule
 
-Penalty = Literal["l1", "mcp", "quasi_mcp"]
+Penalty = Literal["l1", "mcp", "quasi_mcp", "mcp_standard"]
 Acyclicity = Literal["notears", "dagma"]
 Stage1 = Literal["first_order", "dagma_logistic"]
 Pen = Literal["bic", "l0"]
@@ -100,8 +100,9 @@ class _StructureModule(ZooModule):
         x, card = self.problem["x"], self.problem["card"]
         return score.dag_score(x, adj, card, pen="bic") / x.shape[0]
 
-    def finish(self, adj: np.ndarray) -> dict[str, float]:
-        """Store, log and write the final estimate; returns the logged metrics."""
+    def finish(self, adj: np.ndarray, log: bool = True) -> dict[str, float]:
+        """Store, log (``log``; Lightning allows it within the loop only) and write the final estimate; returns the
+        metrics."""
         with torch.no_grad():
             self.estimate.copy_(torch.from_numpy(np.asarray(adj, dtype=bool)))
         metrics = {"train/bic": self.bic(adj), "final/n_edges": float(adj.sum())}
@@ -109,8 +110,10 @@ class _StructureModule(ZooModule):
         if truth is not None:
             metrics.update({f"final/{k}": float(v) for k, v in graphs.structure_metrics(truth, adj).items()})
         if self._trainer is not None:
-            self.log_dict(metrics, batch_size=1)
+            if log:
+                self.log_dict(metrics, batch_size=1)
             self.write_graph(adj, run_dir(self.trainer))
+        self.finished = True
         return metrics
 
     def write_graph(self, adj: np.ndarray, folder: str) -> str:
@@ -135,8 +138,9 @@ class MVBNotearsModule(_StructureModule):
         n_vars: number of variables (linked from the datamodule).
         max_order: largest interaction order r (``null``: r = d − 1, saturated, when d ≤ 12, else 2; 1: the
             first-order logistic NOTEARS baseline).
-        penalty: ``l1`` (card default for the joint model), ``mcp``, or ``quasi_mcp`` (an alias of ``mcp`` until the
-            published form is known; reconstruction).
+        penalty: ``l1`` (card default for the joint model), ``mcp`` (the card's term λ·Σp with λ inside MCP's p, read
+            literally), ``mcp_standard`` (MCP with λ once) or ``quasi_mcp`` (an alias of ``mcp`` until the published
+            form is known; reconstruction).
         lam: penalty weight λ (card: 0.01 with ``l1``).
         gamma: MCP γ.
         acyclicity: ``notears`` (trace-exp; default) or ``dagma`` (log-det, s = ``s``).
@@ -155,7 +159,7 @@ class MVBNotearsModule(_StructureModule):
                  inner_max_iter: int = 500, rho_max: float = 1e16, h_tol: float = 1e-8) -> None:  # fmt: skip
         self._init_common(n_vars, threshold)
         checks.optional_integer(checks.model("max_order"), max_order, low=1)
-        checks.choice(checks.model("penalty"), penalty, ("l1", "mcp", "quasi_mcp"))
+        checks.choice(checks.model("penalty"), penalty, ("l1", "mcp", "quasi_mcp", "mcp_standard"))
         checks.non_negative(checks.model("lam"), lam)
         checks.number(checks.model("gamma"), gamma, 1.0, open_low=True)
         checks.choice(checks.model("acyclicity"), acyclicity, ("notears", "dagma"))
@@ -197,6 +201,7 @@ class MVBNotearsModule(_StructureModule):
                 self.accepted.copy_(self.model.theta)
                 self.al[5] = 1.0
         self._objective: Objective | None = None
+        self.finished = False
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         """One inner solve of the augmented Lagrangian at the current (ρ, α), from the last accepted θ."""
@@ -232,19 +237,26 @@ class MVBNotearsModule(_StructureModule):
             return
         state = self.outer_step(self._h_new)
         del self._h_new
-        self.log("train/bic", self.bic(self.estimate_graph()), batch_size=1)
-        if state.done:
+        last = self.current_epoch + 1 >= (self.trainer.max_epochs or 0) > 0
+        if state.done or last:
             self.trainer.should_stop = True
+            self.report(state)
+        else:
+            self.log("train/bic", self.bic(self.estimate_graph()), batch_size=1)
 
-    def on_train_end(self) -> None:
-        """Post-process the last accepted θ into a DAG and report it."""
-        state = self._state()
+    def report(self, state: ALState, log: bool = True) -> None:
+        """Post-process the last accepted θ into the final DAG and report it (saying so when not converged)."""
         if not state.done:
             say(f"MVBNotearsModule stopped before convergence (h={state.h:.3g}, rho={state.rho:.3g} after "
                 f"{state.solves} solves): raise --trainer.max_epochs")  # fmt: skip
         with torch.no_grad():
             self.model.theta.copy_(self.accepted)
-        self.finish(self.estimate_graph())
+        self.finish(self.estimate_graph(), log=log)
+
+    def on_train_end(self) -> None:
+        """A run stopped otherwise (max_steps, max_time, interrupted) still stores and writes its estimate."""
+        if not getattr(self, "finished", False) and self._state().solves > 0:
+            self.report(self._state(), log=False)
 
     def weights(self) -> np.ndarray:
         """``W(θ)`` of the current θ as numpy (d, d)."""
@@ -324,7 +336,7 @@ class TwoStageModule(_OneShotModule):
                  max_subsets: int = 5000, mi_candidates: int = 8) -> None:  # fmt: skip
         self._init_common(n_vars, threshold)
         checks.choice(checks.model("stage1"), stage1, ("first_order", "dagma_logistic"))
-        checks.choice(checks.model("stage1_penalty"), stage1_penalty, ("l1", "mcp", "quasi_mcp"))
+        checks.choice(checks.model("stage1_penalty"), stage1_penalty, ("l1", "mcp", "quasi_mcp", "mcp_standard"))
         checks.non_negative(checks.model("stage1_lam"), stage1_lam)
         checks.number(checks.model("stage1_gamma"), stage1_gamma, 1.0, open_low=True)
         checks.non_negative(checks.model("stage1_lambda1"), stage1_lambda1)
@@ -403,8 +415,8 @@ class BaselineDAGModule(_OneShotModule):
         checks.choice(checks.model("pen"), pen, ("bic", "l0"))
         checks.non_negative(checks.model("lam0"), lam0)
         checks.non_negative(checks.model("lambda1"), lambda1)
-        if algorithm == "oracle" and n_vars > score.ORACLE_MAX_D:
-            checks.fail(checks.model("algorithm"), algorithm, f"the exact oracle for d ≤ {score.ORACLE_MAX_D} "
+        if algorithm == "oracle" and n_vars > score.DP_MAX_NODES:
+            checks.fail(checks.model("algorithm"), algorithm, f"the exact oracle for d ≤ {score.DP_MAX_NODES} "
                         f"variables (the data has {n_vars}): use two_stage or hc_bic")  # fmt: skip
         self.algorithm, self.alpha, self.max_indegree = algorithm, float(alpha), max_indegree
         self.max_parents, self.pen, self.lam0, self.lambda1 = max_parents, pen, float(lam0), float(lambda1)
