@@ -10,6 +10,13 @@ How the libraries are driven (pgmpy 1.1.2 and dagma 1.1.1 read for this):
 - pgmpy infers a column's type from its dtype: integers are *numeric* (continuous), so the states are passed as an
   unordered ``pandas.Categorical`` (what pgmpy does itself with the state-name strings ``forward_sample`` returns).
   pgmpy's state space is the set of *observed* states; its scores are invariant to the state labels.
+- Node labels. pgmpy 1.1.2 walks Python sets of node-name tuples (hill climbing's candidate moves, PC's adjacency
+  sets), and ties between moves of equal score (X -> Y and Y -> X are score-equivalent) go to whichever comes first.
+  With string node names that order follows Python's per-process string-hash seed, so the learned graph changes
+  from one process to the next (measured, pgmpy 1.1.2, n = 1000, seed 0, PYTHONHASHSEED 0-3: HC-BIC CPDAG-SHD on
+  asia 1 or 7). The default ``labels="index"`` hands pgmpy the column indices (integers hash the same in every
+  process) and maps the result back, so a run is reproducible; ``labels="names"`` passes the names, as a user of
+  pgmpy typically would, and inherits that variation.
 - ``hill_climb``: ``HillClimbSearch(data).estimate(scoring_method=...)`` with the library's defaults (empty start
   graph, tabu length 100, epsilon 1e-4, no in-degree limit); only the progress bar is switched off.
 - ``pc``: ``PC(data).estimate(ci_test="chi_square", return_type="dag", significance_level=alpha)`` with the
@@ -49,22 +56,30 @@ def _check_names(names: Sequence[str], d: int) -> list[str]:
     return labels
 
 
-def to_frame(x: np.ndarray, names: Sequence[str], card: Sequence[int]) -> pd.DataFrame:
-    """The data as pgmpy reads discrete data: one unordered categorical column per variable, named by ``names``."""
+def to_frame(
+    x: np.ndarray, names: Sequence[str], card: Sequence[int], labels: Literal["index", "names"] = "index"
+) -> pd.DataFrame:
+    """The data as pgmpy reads discrete data: one unordered categorical column per variable.
+
+    Columns are labelled by their index (``labels="index"``, the default: see the module docstring) or by ``names``.
+    """
     import pandas as pd
 
+    if labels not in ("index", "names"):
+        raise ValueError(f"labels={labels!r}: expected 'index' or 'names'")
     arr, _ = check_data(x, card)
-    labels = _check_names(names, arr.shape[1])
-    return pd.DataFrame({name: pd.Categorical(arr[:, j].astype(np.int64)) for j, name in enumerate(labels)})
+    names = _check_names(names, arr.shape[1])
+    keys: list[Any] = list(range(arr.shape[1])) if labels == "index" else names
+    return pd.DataFrame({key: pd.Categorical(arr[:, j].astype(np.int64)) for j, key in enumerate(keys)})
 
 
-def _adjacency(edge_list: Any, labels: list[str], who: str) -> np.ndarray:
-    index = {n: i for i, n in enumerate(labels)}
-    adj = np.zeros((len(labels), len(labels)), dtype=bool)
+def _adjacency(edge_list: Any, frame: pd.DataFrame, names: Sequence[str], who: str) -> np.ndarray:
+    index = {key: i for i, key in enumerate(frame.columns)}
+    adj = np.zeros((len(index), len(index)), dtype=bool)
     for src, tgt in edge_list:
-        adj[index[str(src)], index[str(tgt)]] = True
+        adj[index[src], index[tgt]] = True
     if not is_dag(adj):
-        cycle = [labels[v] for v in find_cycle(adj) or []]
+        cycle = [str(names[v]) for v in find_cycle(adj) or []]
         raise RuntimeError(f"{who} returned a graph with the cycle {' -> '.join([*cycle, cycle[0]])}")
     return adj
 
@@ -84,6 +99,7 @@ def hill_climb(
     card: Sequence[int],
     scoring: Literal["bic-d", "bdeu"] = "bic-d",
     max_indegree: int | None = None,
+    labels: Literal["index", "names"] = "index",
 ) -> np.ndarray:
     """The pgmpy ``HillClimbSearch`` with the BIC (``bic-d``) or BDeu (``bdeu``) score, library defaults otherwise.
 
@@ -93,6 +109,7 @@ def hill_climb(
         card: states per column (validation; pgmpy uses the observed states).
         scoring: pgmpy scoring method.
         max_indegree: largest parent set (None: pgmpy's default, unlimited).
+        labels: pgmpy node labels, ``index`` (reproducible across processes) or ``names`` (see the module docstring).
 
     Returns:
         Boolean DAG adjacency over the columns of ``x``.
@@ -101,12 +118,12 @@ def hill_climb(
         raise ValueError(f"scoring={scoring!r}: expected 'bic-d' or 'bdeu'")
     if max_indegree is not None and not (isinstance(max_indegree, int) and max_indegree >= 0):
         raise ValueError(f"max_indegree={max_indegree!r}: expected None or an integer >= 0")
-    frame = to_frame(x, names, card)
+    frame = to_frame(x, names, card, labels)
     with _quiet():
         from pgmpy.estimators import HillClimbSearch
 
         dag = HillClimbSearch(frame).estimate(scoring_method=scoring, max_indegree=max_indegree, show_progress=False)
-    return _adjacency(dag.edges(), list(frame.columns), "pgmpy HillClimbSearch")
+    return _adjacency(dag.edges(), frame, names, "pgmpy HillClimbSearch")
 
 
 def pc(
@@ -115,6 +132,7 @@ def pc(
     card: Sequence[int],
     alpha: float = 0.01,
     n_jobs: int = 1,
+    labels: Literal["index", "names"] = "index",
 ) -> np.ndarray:
     """The pgmpy ``PC`` with the chi-square test at level ``alpha``, returning pgmpy's DAG completion of its CPDAG.
 
@@ -124,6 +142,7 @@ def pc(
         card: states per column (validation; pgmpy uses the observed states).
         alpha: significance level of the chi-square tests (card: 0.01).
         n_jobs: joblib workers of pgmpy's parallel PC-stable (the graph does not depend on it).
+        labels: pgmpy node labels, ``index`` (reproducible across processes) or ``names`` (see the module docstring).
 
     Returns:
         Boolean DAG adjacency over the columns of ``x``.
@@ -132,14 +151,14 @@ def pc(
         raise ValueError(f"alpha={alpha!r}: expected a significance level in (0, 1)")
     if not (isinstance(n_jobs, int) and (n_jobs >= 1 or n_jobs == -1)):
         raise ValueError(f"n_jobs={n_jobs!r}: expected an integer >= 1, or -1 for all cores")
-    frame = to_frame(x, names, card)
+    frame = to_frame(x, names, card, labels)
     with _quiet():
         from pgmpy.estimators import PC
 
         dag = PC(frame).estimate(
             ci_test="chi_square", return_type="dag", significance_level=alpha, n_jobs=n_jobs, show_progress=False
         )
-    return _adjacency(dag.edges(), list(frame.columns), "pgmpy PC")
+    return _adjacency(dag.edges(), frame, names, "pgmpy PC")
 
 
 def dagma_logistic(

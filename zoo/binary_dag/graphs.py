@@ -120,7 +120,7 @@ def require_dag(adj: np.ndarray, name: str = "adj") -> np.ndarray:
     return a
 
 
-def threshold_acyclic(weights: np.ndarray, omega: float = 0.3) -> np.ndarray:
+def threshold_acyclic(W: np.ndarray, omega: float = 0.3) -> np.ndarray:  # noqa: N803 (the card's name)
     """Keep the edges with ``W > omega``, then break each remaining cycle at its weakest edge (NOTEARS post-processing).
 
     While the kept graph has a cycle (the one :func:`find_cycle` returns), the kept edge of that cycle with the
@@ -128,17 +128,17 @@ def threshold_acyclic(weights: np.ndarray, omega: float = 0.3) -> np.ndarray:
     self-loops). Signed weights, as DAGMA returns them, are thresholded by the caller on ``abs(W)``.
 
     Args:
-        weights: (d, d) real matrix, ``W[i, j]`` the strength of the edge i -> j.
+        W: (d, d) real matrix, ``W[i, j]`` the strength of the edge i -> j.
         omega: threshold; only entries strictly above it are kept.
 
     Returns:
         A boolean DAG adjacency.
     """
-    w = np.asarray(weights, dtype=np.float64)
+    w = np.asarray(W, dtype=np.float64)
     if w.ndim != 2 or w.shape[0] != w.shape[1]:
-        raise ValueError(f"weights: expected a square (d, d) matrix, got shape {w.shape}")
+        raise ValueError(f"W: expected a square (d, d) matrix, got shape {w.shape}")
     if not np.isfinite(w).all():
-        raise ValueError("weights: expected finite values, found NaN or inf")
+        raise ValueError("W: expected finite values, found NaN or inf")
     a = w > omega
     np.fill_diagonal(a, False)
     while (cycle := find_cycle(a)) is not None:
