@@ -68,7 +68,7 @@ def main() -> None:
     problem = {"x": x, "names": names, "card": (2,) * 20, "truth": truth}
     two_s, two_adj = timed(lambda: TwoStageModule(n_vars=20).learn(problem), args.repeats)
     hc_s, hc_adj = timed(lambda: baselines.hill_climb(x, names, (2,) * 20), args.repeats)
-    print("same-run timing, ER-1 d=20 n=10k (median of %d):" % args.repeats)
+    print(f"same-run timing, ER-1 d=20 n=10k (median of {args.repeats}):")
     print(f"  two-stage {two_s:8.2f} s   CPDAG-SHD {graphs.cpdag_shd(truth, two_adj)}   (target <= 60 s)")
     print(f"  HC-BIC    {hc_s:8.2f} s   CPDAG-SHD {graphs.cpdag_shd(truth, hc_adj)}")
     print(f"  ratio two-stage / HC-BIC {two_s / hc_s:6.2f}x   (target <= 10x)")

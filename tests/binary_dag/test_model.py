@@ -231,7 +231,7 @@ def test_augmented_lagrangian_reaches_an_acyclic_first_order_fit(x20k):
     """The whole outer loop drives h below 1e-8 and the thresholded W is a DAG with X2-X3 and X3-X4 found."""
     x = x20k[:4000]
     model = MVBModel(5, max_order=1, intercepts=initial_intercepts(x))
-    state = fit_augmented_lagrangian(Objective(model, model.stats(x), "mcp", 0.05, 2.0), max_iter=200)
+    state = fit_augmented_lagrangian(Objective(model, model.stats(x), "mcp", 0.05, 2.0), max_iter=100)
     assert state.done and state.h <= 1e-8
     w = model.adjacency().detach().numpy()
     strong = w > 0.3

@@ -54,6 +54,7 @@ def test_rejected_solve_restarts_from_the_accepted_theta(tmp_path):
     torch.testing.assert_close(module.model.theta.detach(), accepted)
 
 
+@pytest.mark.slow
 def test_two_stage_recovers_interaction5_where_first_order_fails():
     """Claim 1 at seed 0 (n = 20k): the two-stage CPDAG-SHD is ≤ 1 while first-order NOTEARS is ≥ 2."""
     problem = BinaryMVBDataModule(graph="interaction5", d=5, n=20000, seed=0).problem()

@@ -68,8 +68,10 @@ def bit_membership(m: int) -> Tensor:
 
 
 def configuration_counts(x: Tensor) -> tuple[Tensor, Tensor]:
-    """``(n_c, n_{c,1})`` of shape (d, 2^{d−1}): per node j, the count of each configuration c of ``x_{−j}`` and of
-    those with ``x_j = 1`` (float64). ``x`` is (n, d) in {0, 1}."""
+    """``(n_c, n_{c,1})`` of shape (d, 2^{d−1}), float64, from a binary (n, d) ``x``.
+
+    Per node j: the count of each configuration c of ``x_{−j}`` and of those with ``x_j = 1``.
+    """
     n, d = x.shape
     xi = x.to(torch.int64)
     m = d - 1
@@ -221,11 +223,13 @@ def initial_intercepts(x: Tensor) -> Tensor:
 
 
 def penalty(w: Tensor, kind: Penalty, lam: float, gamma: float) -> Tensor:
-    """The card's sparsity term ``λ Σ_{k≠j} p(W_kj)``, literally: ``l1`` p(w) = w; ``mcp`` p(w) = λw − w²/(2γ) for
-    w ≤ γλ, else γλ²/2, so MCP carries λ twice (slope λ² at 0: 0.0025 at the two-stage default λ = 0.05). This literal
-    reading is the one whose numbers match the card's prototype (see the method page). ``mcp_standard`` is the usual
-    MCP with λ once (``Σ p``). ``quasi_mcp`` is an alias of ``mcp`` until the form of Deng, Bello, Ravikumar and
-    Aragam (NeurIPS 2024) is taken from that paper."""
+    """The card's sparsity term ``λ Σ_{k≠j} p(W_kj)``, read literally.
+
+    ``l1``: p(w) = w; ``mcp``: p(w) = λw − w²/(2γ) for w ≤ γλ, else γλ²/2, so MCP carries λ twice (slope λ² at 0:
+    0.0025 at the two-stage default λ = 0.05). This literal reading is the one whose numbers match the card's
+    prototype (see the method page). ``mcp_standard`` is the usual MCP with λ once (``Σ p``). ``quasi_mcp`` is an alias
+    of ``mcp`` until the form of Deng, Bello, Ravikumar and Aragam (NeurIPS 2024) is taken from that paper.
+    """
     off = w * (1.0 - torch.eye(w.shape[0], dtype=w.dtype, device=w.device))
     if kind == "l1":
         return lam * off.sum()
@@ -249,7 +253,7 @@ def acyclicity(w: Tensor, kind: Acyclicity, s: float = 1.0) -> Tensor:
     if radius >= s:
         raise OutsideDomainError(f"dagma acyclicity: spectral radius of W∘W is {radius:.4g} ≥ s = {s}")
     sign, logdet = torch.linalg.slogdet(s * torch.eye(d, dtype=w.dtype, device=w.device) - a)
-    if float(sign) <= 0:
+    if float(sign.detach()) <= 0:
         raise OutsideDomainError("dagma acyclicity: det(sI − W∘W) ≤ 0")
     return -logdet + d * math.log(s)
 
@@ -289,11 +293,12 @@ class Objective:
         return {"loss": nll + pen + 0.5 * rho * h * h + alpha * h, "nll": nll, "penalty": pen, "h": h}
 
 
-def solve_inner(obj: Objective, rho: float, alpha: float, max_iter: int = 1000, solver: Solver = "scipy") -> float:
+def solve_inner(obj: Objective, rho: float, alpha: float, max_iter: int = 1000, solver: Solver = "torch") -> float:
     """Minimise the augmented Lagrangian at (ρ, α) from the current θ with L-BFGS; returns h(θ).
 
-    ``solver``: ``scipy`` (L-BFGS-B with scipy's default tolerances, as NOTEARS calls it; the default) or ``torch``
-    (``torch.optim.LBFGS`` with a strong-Wolfe line search). A fresh optimiser per solve (the objective changes with ρ
+    ``solver``: ``torch`` (``torch.optim.LBFGS`` with a strong-Wolfe line search; the default: the first-order fit
+    of interaction5 at n = 20k took 12.4 s against 20.1 s, same solves and graph) or ``scipy`` (L-BFGS-B with scipy's
+    default tolerances, as NOTEARS calls it). A fresh optimiser per solve (the objective changes with ρ
     and α). Under ``dagma`` a point outside the log-det domain scores +∞, so a line search never accepts it.
     """
     theta = obj.model.theta
@@ -311,7 +316,7 @@ def solve_inner(obj: Objective, rho: float, alpha: float, max_iter: int = 1000, 
             except OutsideDomainError:
                 return math.inf, np.zeros_like(v)
             loss.backward()
-            return float(loss), theta.grad.numpy().ravel().copy()
+            return loss.item(), theta.grad.numpy().ravel().copy()
 
         start = theta.detach().numpy().ravel().copy()
         result = minimize(value_and_grad, start, jac=True, method="L-BFGS-B", options={"maxiter": max_iter})
@@ -357,7 +362,7 @@ def al_update(state: ALState, h_new: float, rho_max: float = 1e16,
 
 
 def fit_augmented_lagrangian(obj: Objective, max_solves: int = 100, max_iter: int = 1000, rho_max: float = 1e16,
-                             h_tol: float = 1e-8, solver: Solver = "scipy") -> ALState:  # fmt: skip
+                             h_tol: float = 1e-8, solver: Solver = "torch") -> ALState:  # fmt: skip
     """The whole NOTEARS outer loop on ``obj.model`` (used by the two-stage method's stage 1 and by tests)."""
     state = ALState()
     saved = obj.model.theta.detach().clone()
@@ -398,8 +403,10 @@ class ConditionalFit:
 
 def fit_conditional(x: Tensor, j: int, parents: tuple[int, ...] | list[int], max_order: int | None = None,
                     max_iter: int = 1000) -> ConditionalFit:  # fmt: skip
-    """Maximum-likelihood logistic regression of ``x_j`` on every monomial of ``parents`` up to size ``max_order``
-    (``None``: all of them, the saturated conditional = a full CPT), by L-BFGS in float64 over the distinct rows."""
+    """Maximum-likelihood logistic regression of ``x_j`` on the monomials of ``parents`` up to size ``max_order``.
+
+    ``None``: all of them (the saturated conditional, a full CPT). L-BFGS in float64 over the distinct rows.
+    """
     parents = tuple(int(p) for p in parents)
     r = len(parents) if max_order is None else min(int(max_order), len(parents))
     sets = [s for size in range(r + 1) for s in combinations(range(len(parents)), size)]

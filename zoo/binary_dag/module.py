@@ -42,6 +42,7 @@ from zoo.binary_dag.model import (
     ALState,
     MVBModel,
     Objective,
+    Solver,
     al_update,
     as_tensor,
     fit_augmented_lagrangian,
@@ -101,8 +102,10 @@ class _StructureModule(ZooModule):
         return score.dag_score(x, adj, card, pen="bic") / x.shape[0]
 
     def finish(self, adj: np.ndarray, log: bool = True) -> dict[str, float]:
-        """Store, log (``log``; Lightning allows it within the loop only) and write the final estimate; returns the
-        metrics."""
+        """Store, log (``log``: Lightning allows it within the loop only) and write the final estimate.
+
+        Returns the metrics.
+        """
         with torch.no_grad():
             self.estimate.copy_(torch.from_numpy(np.asarray(adj, dtype=bool)))
         metrics = {"train/bic": self.bic(adj), "final/n_edges": float(adj.sum())}
@@ -149,6 +152,7 @@ class MVBNotearsModule(_StructureModule):
         inner_max_iter: L-BFGS iterations per inner solve.
         rho_max: stop when ρ reaches it (NOTEARS 1e16).
         h_tol: stop when h ≤ h_tol (NOTEARS 1e-8).
+        solver: the inner L-BFGS, ``torch`` (strong Wolfe) or ``scipy`` (L-BFGS-B, as NOTEARS).
     """
 
     name: ClassVar[str] = "mvb_notears"
@@ -156,7 +160,8 @@ class MVBNotearsModule(_StructureModule):
 
     def __init__(self, n_vars: int = 10, max_order: int | None = None, penalty: Penalty = "l1", lam: float = 0.01,
                  gamma: float = 2.0, acyclicity: Acyclicity = "notears", s: float = 1.0, threshold: float = 0.3,
-                 inner_max_iter: int = 500, rho_max: float = 1e16, h_tol: float = 1e-8) -> None:  # fmt: skip
+                 inner_max_iter: int = 1000, rho_max: float = 1e16, h_tol: float = 1e-8,
+                 solver: Solver = "torch") -> None:  # fmt: skip
         self._init_common(n_vars, threshold)
         checks.optional_integer(checks.model("max_order"), max_order, low=1)
         checks.choice(checks.model("penalty"), penalty, ("l1", "mcp", "quasi_mcp", "mcp_standard"))
@@ -167,6 +172,8 @@ class MVBNotearsModule(_StructureModule):
         checks.integer(checks.model("inner_max_iter"), inner_max_iter)
         checks.number(checks.model("rho_max"), rho_max, 1.0, open_low=True)
         checks.positive(checks.model("h_tol"), h_tol)
+        checks.choice(checks.model("solver"), solver, ("torch", "scipy"))
+        self.solver = solver
         self.max_order, self.penalty, self.lam, self.gamma = max_order, penalty, float(lam), float(gamma)
         self.acyclicity, self.s = acyclicity, float(s)
         self.inner_max_iter, self.rho_max, self.h_tol = int(inner_max_iter), float(rho_max), float(h_tol)
@@ -210,7 +217,8 @@ class MVBNotearsModule(_StructureModule):
         state = self._state()
         with torch.no_grad():
             self.model.theta.copy_(self.accepted)
-        self._h_new = solve_inner(self._objective, state.rho, state.alpha, max_iter=self.inner_max_iter)
+        self._h_new = solve_inner(self._objective, state.rho, state.alpha, max_iter=self.inner_max_iter,
+                                  solver=self.solver)  # fmt: skip
         self.count_step()
         with torch.no_grad():
             terms = self._objective.terms(state.rho, state.alpha)
@@ -219,8 +227,11 @@ class MVBNotearsModule(_StructureModule):
         return None
 
     def outer_step(self, h_new: float) -> ALState:
-        """The NOTEARS decision after a solve: accept it (θ kept, α ← α + ρh, maybe done) or reject it (ρ ← 10ρ and θ
-        back to the last accepted one, from which the next epoch solves again)."""
+        """The NOTEARS decision after a solve.
+
+        Accept it (θ kept, α ← α + ρh, maybe done) or reject it (ρ ← 10ρ and θ back to the last accepted one, from
+        which the next epoch solves again).
+        """
         state = self._state()
         accepted = al_update(state, h_new, rho_max=self.rho_max, h_tol=self.h_tol)
         with torch.no_grad():
@@ -275,7 +286,7 @@ class MVBNotearsModule(_StructureModule):
             self.model.theta.zero_()
             self.model.theta[:, 0] = initial_intercepts(x)
         state = fit_augmented_lagrangian(self.objective(x), max_solves=max_solves, max_iter=self.inner_max_iter,
-                                         rho_max=self.rho_max, h_tol=self.h_tol)  # fmt: skip
+                                         rho_max=self.rho_max, h_tol=self.h_tol, solver=self.solver)  # fmt: skip
         self._store(state)
         with torch.no_grad():
             self.accepted.copy_(self.model.theta)
