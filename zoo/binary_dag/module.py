@@ -334,7 +334,7 @@ class TwoStageModule(_OneShotModule):
         threshold: ω for stage 1's DAG (card 0.3).
         max_parents: stage 2's largest parent set (card 4).
         pen: ``bic`` (default: (log n / 2)·2^{|S|}) or ``l0`` (``lam0``·|S|).
-        lam0: the ``l0`` weight.
+        lam0: the ``l0`` weight per edge (``null``: log(n)/2, reconstructed).
         max_subsets: exhaustive search up to this many candidate subsets (card 5000).
         mi_candidates: predecessors kept by mutual information beyond it (card 8).
     """
@@ -342,8 +342,8 @@ class TwoStageModule(_OneShotModule):
     name: ClassVar[str] = "two_stage"
 
     def __init__(self, n_vars: int = 10, stage1: Stage1 = "first_order", stage1_penalty: Penalty = "mcp",
-                 stage1_lam: float = 0.05, stage1_gamma: float = 2.0, stage1_lambda1: float = 0.02,
-                 threshold: float = 0.3, max_parents: int = 4, pen: Pen = "bic", lam0: float = 1.0,
+                 stage1_lam: float = 0.05, stage1_gamma: float = 2.0, stage1_lambda1: float = 0.03,
+                 threshold: float = 0.3, max_parents: int = 4, pen: Pen = "bic", lam0: float | None = None,
                  max_subsets: int = 5000, mi_candidates: int = 8) -> None:  # fmt: skip
         self._init_common(n_vars, threshold)
         checks.choice(checks.model("stage1"), stage1, ("first_order", "dagma_logistic"))
@@ -353,12 +353,13 @@ class TwoStageModule(_OneShotModule):
         checks.non_negative(checks.model("stage1_lambda1"), stage1_lambda1)
         checks.integer(checks.model("max_parents"), max_parents, low=0)
         checks.choice(checks.model("pen"), pen, ("bic", "l0"))
-        checks.non_negative(checks.model("lam0"), lam0)
+        if lam0 is not None:
+            checks.non_negative(checks.model("lam0"), lam0)
         checks.integer(checks.model("max_subsets"), max_subsets)
         checks.integer(checks.model("mi_candidates"), mi_candidates)
         self.stage1, self.stage1_penalty, self.stage1_lam = stage1, stage1_penalty, float(stage1_lam)
         self.stage1_gamma, self.stage1_lambda1 = float(stage1_gamma), float(stage1_lambda1)
-        self.max_parents, self.pen, self.lam0 = int(max_parents), pen, float(lam0)
+        self.max_parents, self.pen, self.lam0 = int(max_parents), pen, lam0
         self.max_subsets, self.mi_candidates = int(max_subsets), int(mi_candidates)
         super().__init__()
 
@@ -408,7 +409,7 @@ class BaselineDAGModule(_OneShotModule):
         max_indegree: hill climbing's in-degree bound (``null``: none, pgmpy's default).
         max_parents: the oracle's largest parent set (``null``: d − 1).
         pen: the oracle's score, ``bic`` or ``l0``.
-        lam0: the ``l0`` weight.
+        lam0: the ``l0`` weight per edge (``null``: log(n)/2, reconstructed).
         lambda1: DAGMA's ℓ1 weight.
         threshold: DAGMA's ``w_threshold`` (card 0.3).
     """
@@ -417,20 +418,21 @@ class BaselineDAGModule(_OneShotModule):
 
     def __init__(self, n_vars: int = 10, algorithm: Algorithm = "hc_bic", alpha: float = 0.01,
                  max_indegree: int | None = None, max_parents: int | None = None, pen: Pen = "bic",
-                 lam0: float = 1.0, lambda1: float = 0.02, threshold: float = 0.3) -> None:  # fmt: skip
+                 lam0: float | None = None, lambda1: float = 0.03, threshold: float = 0.3) -> None:  # fmt: skip
         self._init_common(n_vars, threshold)
         checks.choice(checks.model("algorithm"), algorithm, ("hc_bic", "hc_bdeu", "pc", "oracle", "dagma_logistic"))
         checks.probability(checks.model("alpha"), alpha, open_low=True, open_high=True)
         checks.optional_integer(checks.model("max_indegree"), max_indegree, low=0)
         checks.optional_integer(checks.model("max_parents"), max_parents, low=0)
         checks.choice(checks.model("pen"), pen, ("bic", "l0"))
-        checks.non_negative(checks.model("lam0"), lam0)
+        if lam0 is not None:
+            checks.non_negative(checks.model("lam0"), lam0)
         checks.non_negative(checks.model("lambda1"), lambda1)
         if algorithm == "oracle" and n_vars > score.DP_MAX_NODES:
             checks.fail(checks.model("algorithm"), algorithm, f"the exact oracle for d ≤ {score.DP_MAX_NODES} "
                         f"variables (the data has {n_vars}): use two_stage or hc_bic")  # fmt: skip
         self.algorithm, self.alpha, self.max_indegree = algorithm, float(alpha), max_indegree
-        self.max_parents, self.pen, self.lam0, self.lambda1 = max_parents, pen, float(lam0), float(lambda1)
+        self.max_parents, self.pen, self.lam0, self.lambda1 = max_parents, pen, lam0, float(lambda1)
         super().__init__()
         self.binary_only = algorithm == "dagma_logistic"
 
