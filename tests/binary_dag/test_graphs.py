@@ -12,6 +12,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
+from binary_dag.helpers import adj_of
 from zoo.binary_dag.graphs import (
     cpdag,
     cpdag_shd,
@@ -25,13 +26,6 @@ from zoo.binary_dag.graphs import (
     to_networkx,
     topological_order,
 )
-
-
-def adj_of(d: int, edge_list: list[tuple[int, int]]) -> np.ndarray:
-    a = np.zeros((d, d), dtype=bool)
-    for i, j in edge_list:
-        a[i, j] = True
-    return a
 
 
 def random_dag(d: int, p: float, rng: np.random.Generator) -> np.ndarray:

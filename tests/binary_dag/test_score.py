@@ -13,6 +13,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from binary_dag.helpers import adj_of
 from zoo.binary_dag.graphs import cpdag, cpdag_shd, topological_order
 from zoo.binary_dag.score import (
     best_parents,
@@ -25,14 +26,6 @@ from zoo.binary_dag.score import (
     prune_to_order,
     saturated_nll,
 )
-
-
-def adj_of(d: int, edge_list: list[tuple[int, int]]) -> np.ndarray:
-    a = np.zeros((d, d), dtype=bool)
-    for i, j in edge_list:
-        a[i, j] = True
-    return a
-
 
 #: interaction5 (card "Data"): 0->2, 1->2, 2->3, 2->4, 3->4.
 INTERACTION5 = adj_of(5, [(0, 2), (1, 2), (2, 3), (2, 4), (3, 4)])
