@@ -11,8 +11,16 @@ MANIFEST = Manifest(
     module="zoo.binary_dag.module.TwoStageModule",
     datamodule="datamodules.binary.datamodule.BinaryMVBDataModule",
     config="configs/binary_dag/default.yaml",
-    status="in progress",
-    status_note="(issue #25) being built",
+    status="done",
+    status_note=(
+        "(issue #25); `zoo reproduce binary_dag --quick`: 5/5 asserted claims hold in 92 s: interaction5 n=20k "
+        "median CPDAG-SHD two-stage 0 vs first-order NOTEARS 4, DP-BIC oracle exact in 5/5 seeds at n=100k, "
+        "complete-DAG NLL identical over orders (saturated) vs 1.7e-6 apart (first order); full run 6/6: C4 "
+        "(two-stage beats first order and HC-BIC on ER-1 d=10) not reproduced, median CPDAG-SHD 6 vs 2 and 3, "
+        "stage 2 exact from the true order (0 in 5/5) so stage 1's order is the gap; joint saturated learner 6 "
+        "(fragile, as the card says); C5 reported (pgmpy ties depend on the hash seed); two-stage 80× HC-BIC at "
+        "d=20 (card ≤ 10×: not met)"
+    ),
     summary=(
         "`zoo.binary_dag.module.MVBNotearsModule` (saturated multivariate-Bernoulli conditionals via the zeta "
         "transform, group-norm W(θ), NOTEARS/DAGMA acyclicity, augmented Lagrangian; `max_order: 1` = first-order "
