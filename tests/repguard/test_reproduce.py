@@ -102,7 +102,10 @@ def test_one_seed_dip_is_an_info_line_a_cell_dip_fails() -> None:
     assert claims["C1 no-defense CA_avg, worst 5% cell (median over seeds)"].holds
     info = claims["C1 no-defense CA_avg, worst single run (info)"]
     assert not info.asserted and info.value == 93.3 and not info.holds
-    table[(("refusal", "badnets_word", 0.05, 0.0), 2)]["no_defense"]["ca_avg"] = 94.0
+    table[(("refusal", "badnets_word", 0.05, 0.0), 2)]["no_defense"]["ca_avg"] = 94.9999988079071  # float32 95.0
+    claims = {c.name: c for c in R._claims(table, (0, 1, 2), R.SINGLE, quick=False)}
+    assert claims["C1 no-defense CA_avg, worst 5% cell (median over seeds)"].holds
+    table[(("refusal", "badnets_word", 0.05, 0.0), 2)]["no_defense"]["ca_avg"] = 94.9
     claims = {c.name: c for c in R._claims(table, (0, 1, 2), R.SINGLE, quick=False)}
     assert not claims["C1 no-defense CA_avg, worst 5% cell (median over seeds)"].holds
 

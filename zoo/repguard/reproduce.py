@@ -264,8 +264,9 @@ def _claims(table: Table, seeds: tuple[int, ...], attacks: tuple[str, ...], quic
     for (cell, _), arms in table.items():
         if cell[1] != "none" and cell[2] == 0.05 and cell[3] == 0.0 and "no_defense" in arms:
             cells.setdefault(cell, []).append(arms["no_defense"])
-    wo = {c: median(r["asr_wo"] for r in rs) for c, rs in cells.items()}
-    ca = {c: median(r["ca_avg"] for r in rs) for c, rs in cells.items()}
+    # the percentages are float32 means of count ratios (95.0 arrives as 94.9999988): compared at 4 decimals
+    wo = {c: round(median(r["asr_wo"] for r in rs), 4) for c, rs in cells.items()}
+    ca = {c: round(median(r["ca_avg"] for r in rs), 4) for c, rs in cells.items()}
     worst_ca = min(ca, key=ca.get)
     claims.append(Claim("C1 no-defense ASR w/o, worst 5% cell (median over seeds)", max(wo.values()), "<=", 5.0,
                         f"worst cell {_cell_name(max(wo, key=wo.get))}"))  # fmt: skip
