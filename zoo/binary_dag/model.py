@@ -166,6 +166,12 @@ class MVBModel(nn.Module):
             with torch.no_grad():
                 self.theta[:, 0] = intercepts.to(torch.float64)
 
+    def reset(self, x: Tensor) -> None:
+        """The card's start: every coefficient 0, the intercepts at ``logit(mean x_j)``."""
+        with torch.no_grad():
+            self.theta.zero_()
+            self.theta[:, 0] = initial_intercepts(x)
+
     @property
     def n_features(self) -> int:
         """Coefficients per node (``Σ_{k≤r} C(d−1, k)``; ``2^{d−1}`` saturated)."""

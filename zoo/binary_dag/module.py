@@ -282,9 +282,7 @@ class MVBNotearsModule(_StructureModule):
         """Fit outside a Trainer (the whole outer loop at once); returns the estimated DAG."""
         self.problem = self.check_problem(problem)
         x = as_tensor(problem["x"])
-        with torch.no_grad():
-            self.model.theta.zero_()
-            self.model.theta[:, 0] = initial_intercepts(x)
+        self.model.reset(x)
         state = fit_augmented_lagrangian(self.objective(x), max_solves=max_solves, max_iter=self.inner_max_iter,
                                          rho_max=self.rho_max, h_tol=self.h_tol, solver=self.solver)  # fmt: skip
         self._store(state)
@@ -377,9 +375,7 @@ class TwoStageModule(_OneShotModule):
             adj, _ = dagma_logistic(x, lambda1=self.stage1_lambda1, w_threshold=self.threshold)
         else:
             xt = as_tensor(x)
-            with torch.no_grad():
-                self.model.theta.zero_()
-                self.model.theta[:, 0] = initial_intercepts(xt)
+            self.model.reset(xt)
             obj = Objective(self.model, self.model.stats(xt), self.stage1_penalty, self.stage1_lam, self.stage1_gamma)
             fit_augmented_lagrangian(obj)
             with torch.no_grad():
