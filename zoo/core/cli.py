@@ -293,6 +293,7 @@ def missing_extras(texts: list[tuple[str, str]]) -> list[str]:
                 problems[manifest.slug] = (
                     f"{found[path]}: {path} belongs to `{manifest.slug}`, whose optional dependencies are not "
                     f'installed ({", ".join(absent)}); run: pip install -e ".[{manifest.extra}]"'
+                    + (f" ({manifest.install_note})" if manifest.install_note else "")
                 )
     return list(problems.values())
 

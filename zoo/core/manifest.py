@@ -35,6 +35,7 @@ class Manifest:
         datamodules: every other datamodule class path it ships.
         callbacks: callback class paths it ships or relies on (shared callbacks included).
         extra: its optional-dependency group in ``pyproject.toml`` (``pip install -e ".[<extra>]"``), or ``None``.
+        install_note: appended to the missing-extra error after the pip line, e.g. a Python version the group needs.
         tiny: config file glob (matched on the file name) -> CLI overrides that make a config run in seconds in
             tests; every matching entry applies, in order.
         shapes: data -> model link names beyond :data:`zoo.core.datamodule.SHAPES` that its datamodules declare.
@@ -61,6 +62,7 @@ class Manifest:
     datamodules: tuple[str, ...] = ()
     callbacks: tuple[str, ...] = ()
     extra: str | None = None
+    install_note: str = ""
     tiny: dict[str, tuple[str, ...]] = field(default_factory=dict)
     shapes: tuple[str, ...] = ()
     structures: dict[str, str] = field(default_factory=dict)

@@ -1,0 +1,1 @@
+"""bope_monne: Bayesian optimisation with preference exploration using a monotone neural-network ensemble."""
