@@ -204,10 +204,10 @@ class ComparisonsDataModule(ZooDataModule):
         checks.probability(checks.data("val_fraction"), val_fraction, open_low=True, open_high=True)
         checks.integer(checks.data("seed"), seed, low=0)
         bounds = _check_bounds(lo, hi)
+        sigma_used = _check_problem(problem, utility, dm_noise, sigma)  # checked even when the files make them unused
         #: The true utility of generated data, ``None`` for recorded data.
         self.truth: nn.Module | None = None
         if outcomes is None and comparisons is None:
-            sigma_used = _check_problem(problem, utility, dm_noise, sigma)
             checks.integer(checks.data("n_points"), n_points, low=2)
             checks.integer(checks.data("n_comparisons"), n_comparisons, low=2)
             source = make_problem(problem)
@@ -294,14 +294,15 @@ def _check_bounds(lo: list[float] | None, hi: list[float] | None) -> Tensor | No
 def _read(outcomes: str | None, comparisons: str | None, bounds: Tensor | None) -> tuple[list[str], Tensor, Tensor]:
     files = (("outcomes", outcomes, OUTCOMES_CSV), ("comparisons", comparisons, COMPARISONS_CSV))
     for name, value, what in files:
-        other = "comparisons" if name == "outcomes" else "outcomes"
         if value is None:
+            other = "comparisons" if name == "outcomes" else "outcomes"
             checks.fail(checks.data(name), None, f"a {what} when --data.init_args.{other} is given (both files or "
                         "neither)")  # fmt: skip
+    for name, value, what in files:
         if not Path(value).is_file():
             checks.fail(checks.data(name), value, f"an existing {what}")
     k = None if bounds is None else bounds.shape[1]
-    names, y = read_outcomes(outcomes, k)
+    names, y = read_outcomes(outcomes, k, k_from=checks.data("lo"))
     return names, y, read_comparisons(comparisons, len(y), outcomes)
 
 

@@ -50,12 +50,13 @@ def _rows(path: str, what: str) -> Iterator[tuple[int, list[str]]]:
                 yield reader.line_num, [cell.strip() for cell in row]
 
 
-def read_outcomes(path: str, k: int | None = None) -> tuple[list[str], Tensor]:
+def read_outcomes(path: str, k: int | None = None, k_from: str = "the problem") -> tuple[list[str], Tensor]:
     """Read the outcomes table.
 
     Args:
         path: the CSV (a header of outcome names, one row of floats per outcome).
         k: the number of outcome columns expected, or ``None`` for any.
+        k_from: what sets ``k``, as named in the column-count message.
 
     Returns:
         The outcome names and the outcomes, float64 ``(n, k)``.
@@ -72,7 +73,7 @@ def read_outcomes(path: str, k: int | None = None) -> tuple[list[str], Tensor]:
     if dups := sorted({v for v in names if names.count(v) > 1}):
         raise RecordedDataError(f"{path}: duplicate outcome name(s) {dups} in the header; expected unique names")
     if k is not None and len(names) != k:
-        raise RecordedDataError(f"{path}: the header has {len(names)} outcome columns but the problem has k={k}")
+        raise RecordedDataError(f"{path}: the header has {len(names)} outcome columns but {k_from} has k={k}")
     values: list[list[float]] = []
     for line, cells in rows:
         if len(cells) != len(names):
