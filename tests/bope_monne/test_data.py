@@ -303,7 +303,11 @@ def test_oracle_second_call_uses_the_cache(monkeypatch: pytest.MonkeyPatch, tmp_
         raise AssertionError("searched again")
 
     monkeypatch.setattr(oracle, "_search", fail)
+    path = oracle.cache_path(prob, util)
+    saved = path.read_text()
+    path.unlink()  # in the process, the memo answers without the file
     again = oracle.optimum(prob, util, restarts=2, raw=16)
+    path.write_text(saved)
     oracle.clear_memo()  # a new process: only the file is left
     from_file = oracle.optimum(prob, util, restarts=2, raw=16)
     assert torch.equal(first[0], again[0]) and torch.equal(first[0], from_file[0]) and first[1] == from_file[1]
