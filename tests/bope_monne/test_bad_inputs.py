@@ -217,11 +217,13 @@ def _check(call: object, kwargs: dict, line: str, tmp: Path) -> None:
 
 @_table(BAD_INPUTS)
 def test_bad_input_is_one_line(table_files: Path, call: type, kwargs: dict, line: str) -> None:
+    """Catches a bad value or file that is coerced, dropped or clipped, or reported as a traceback or a vague line."""
     _check(call, kwargs, line, table_files)
 
 
 @_table(BAD_READS)
 def test_bad_read_is_one_line(table_files: Path, call: object, kwargs: dict, line: str) -> None:
+    """Catches a reader whose messages lose the file, the line or the field when called outside a datamodule."""
     _check(call, kwargs, line, table_files)
 
 
