@@ -257,6 +257,24 @@ def test_probit_flip_rate_matches_the_model() -> None:
                                torch.tensor(p, dtype=F64), atol=1e-12, rtol=0)  # fmt: skip
 
 
+@pytest.mark.parametrize(("problem", "name"), PAIRS)
+def test_probit_sigma_table_reproduces_its_calibration(problem: str, name: str) -> None:
+    """Catches a σ table entry swapped or mistyped, or a problem/utility on a grossly different scale from Lin et al.'s
+    (e.g. VehicleSafety's f₁ range halved, CarCab's PWL thresholds shifted by 0.1; exact values are checked above):
+    with the table's σ the DM errs on 10 % (± 0.01) of random pairs among the top 10 % of the utilities of 100k
+    uniform designs, the calibration that defines the table (their ``determining_probit_noise`` notebook)."""
+    prob, util, sigma = make_problem(problem), make_utility(problem, name), PROBIT_SIGMA[(problem, name)]
+    generator = torch.Generator().manual_seed(17)
+    lo, hi = prob.bounds()
+    top = util(prob(lo + (hi - lo) * torch.rand(100000, prob.d, generator=generator, dtype=F64))).sort().values[-10000:]
+    rates = []
+    for _ in range(4):  # four random pairings of the top decile
+        pairs = top[torch.randperm(10000, generator=generator)].reshape(-1, 2, 1).expand(-1, 2, prob.k)
+        dm = ProbitDM(lambda y: y[..., 0], sigma, generator)  # the pairs hold utilities already
+        rates.append(float(dm.flip_probability(pairs[:, 0], pairs[:, 1]).mean()))
+    assert abs(sum(rates) / 4 - 0.10) < 0.01
+
+
 def test_noise_free_dm_is_deterministic_and_right() -> None:
     """Catches random answers at σ = 0 (or σ → 0), a reversed winner, or a tie not going to the first outcome."""
     util = make_utility("vehicle_safety", "pwl")
