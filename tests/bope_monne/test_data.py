@@ -321,6 +321,19 @@ def test_oracle_beats_random_designs() -> None:
     assert g_star >= float(util(prob(_uniform("vehicle_safety", 1024, 14))).max())
 
 
+@pytest.mark.slow
+@needs_scipy
+@pytest.mark.parametrize(("problem", "name"), PAIRS)
+def test_oracle_of_every_pair(problem: str, name: str) -> None:
+    """Catches an oracle that fails on some problem (a kink, a flat clamp region, a 9-outcome problem): g* is at least
+    the best of 1024 uniform designs and above g_rand, and x* is in the box."""
+    prob, util = make_problem(problem), make_utility(problem, name)
+    x_star, g_star = oracle.optimum(prob, util)
+    lo, hi = prob.bounds()
+    assert bool(((x_star >= lo) & (x_star <= hi)).all())
+    assert g_star >= float(util(prob(_uniform(problem, 1024, 18))).max()) and g_star > oracle.random_median(prob, util)
+
+
 def _cheap() -> tuple:
     return make_problem("vehicle_safety"), make_utility("vehicle_safety", "kumaraswamy")
 
