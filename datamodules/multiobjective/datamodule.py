@@ -142,6 +142,8 @@ class BOPEDataModule(ZooDataModule):
         self.noise_std = float(checks.non_negative(checks.data("noise_std"), noise_std))
         checks.integer(checks.data("n_holdout"), n_holdout)
         checks.integer(checks.data("seed"), seed, low=0)
+        #: The replication seed (held-out pairs here; the BOPE loop draws its designs and answers from it).
+        self.seed = int(seed)
         #: The outcome function.
         self.problem: OutcomeProblem = make_problem(problem)
         #: The true utility.

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, assert_user_error
 
 from datamodules.multiobjective.datamodule import BOPEDataModule, ComparisonsDataModule
 from datamodules.multiobjective.readers import read_comparisons, read_outcomes
@@ -240,3 +241,55 @@ def test_good_files_of_the_table_load(table_files: Path) -> None:
     dm = ComparisonsDataModule(str(table_files / "outcomes.csv"), str(table_files / "comparisons.csv"))
     assert dm.y.shape == (10, 3) and dm.names == ["a", "b", "c"]
     assert len(dm.train_comps) == 4 and len(dm.val_comps) == 1
+
+
+# --- through the real entry point: `zoo fit -c configs/bope_monne/<config>.yaml <args> --trainer.fast_dev_run=1` -----
+
+#: jsonargparse names the class after a bad ``Literal`` choice.
+BOPE_CLASS, UTILITY_CLASS = " (zoo.bope_monne.module.BOPEModule)", " (zoo.bope_monne.module.MoNNEUtilityModule)"
+LO_HI = ["--data.init_args.lo=[0.0,0.0,0.0]", "--data.init_args.hi=[1.0,1.0,1.0]"]
+
+CLI_ROWS = [
+    # data rows end to end (the constructor table above has them all)
+    ("cli_comparisons_out_of_range", "utility", ["--data.init_args.outcomes={tmp}/outcomes.csv",
+                                                 "--data.init_args.comparisons={tmp}/comps_range.csv"],
+     "{tmp}/comps_range.csv: line 3: winner=12 is out of range for the 10 rows of {tmp}/outcomes.csv"),
+    ("cli_outcomes_nan", "utility", ["--data.init_args.outcomes={tmp}/nan.csv",
+                                     "--data.init_args.comparisons={tmp}/comparisons.csv"],
+     "{tmp}/nan.csv: line 3, column 'c': 'NaN' is not finite; expected a finite float (no NaN or inf)"),
+    ("cli_outcomes_columns_not_k", "utility", ["--data.init_args.outcomes={tmp}/two_columns.csv",
+                                               "--data.init_args.comparisons={tmp}/comps_two.csv",
+                                               *LO_HI],
+     "{tmp}/two_columns.csv: the header has 2 outcome columns but --data.init_args.lo has k=3"),
+    ("cli_utility_of_other_problem", "default", ["--data.init_args.problem=car_cab",
+                                                 "--data.init_args.utility=kumaraswamy"],
+     "--data.init_args.utility='kumaraswamy': expected one of 'linear', 'pwl' for problem='car_cab'"),
+    # module values
+    ("arm", "default", ["--model.init_args.arm=pbo"],
+     "--model.init_args.arm='pbo': expected one of 'monne', 'pairwise_gp', 'oracle', 'random'" + BOPE_CLASS),
+    ("pe_acqf", "default", ["--model.init_args.pe_acqf=bald"],
+     "--model.init_args.pe_acqf='bald': expected one of 'eubo_zeta', 'eubo_mean_outcome', 'random_f'" + BOPE_CLASS),
+    ("members_0", "default", ["--model.init_args.members=0"], "--model.init_args.members=0: expected an integer >= 1"),
+    ("hidden_empty", "default", ["--model.init_args.hidden=[]"],
+     "--model.init_args.hidden=[]: expected a non-empty list of positive integers"),
+    ("hidden_zero", "utility", ["--model.init_args.hidden=[32,0]"],
+     "--model.init_args.hidden=[32, 0]: expected a non-empty list of positive integers"),
+    ("activation", "default", ["--model.init_args.activation=gelu"],
+     "--model.init_args.activation='gelu': expected one of 'tanh', 'sigmoid', 'relu'" + BOPE_CLASS),
+    ("positivity", "utility", ["--model.init_args.positivity=abs"],
+     "--model.init_args.positivity='abs': expected one of 'exp', 'softplus', 'square'" + UTILITY_CLASS),
+    ("margin_0", "default", ["--model.init_args.margin=0.0"],
+     "--model.init_args.margin=0.0: expected a finite number > 0"),
+    ("n0_1", "default", ["--model.init_args.n0=1"], "--model.init_args.n0=1: expected an integer >= 2"),
+    ("n_batches_0", "default", ["--model.init_args.n_batches=0"],
+     "--model.init_args.n_batches=0: expected an integer >= 1"),
+    ("q_0", "pairwise_gp", ["--model.init_args.q=0"], "--model.init_args.q=0: expected an integer >= 1"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("config", "args", "line"), [r[1:] for r in CLI_ROWS], ids=[r[0] for r in CLI_ROWS])
+def test_bad_input_through_zoo_fit(table_files: Path, capsys: pytest.CaptureFixture[str], config: str,
+                                   args: list[str], line: str) -> None:  # fmt: skip
+    """Catches an error that reaches the user as a traceback, or as a line without the option, file or field."""
+    cli = ["fit", "-c", str(ROOT / f"configs/bope_monne/{config}.yaml"), *args, "--trainer.fast_dev_run=1"]
+    assert_user_error(cli, line, capsys, table_files)
