@@ -20,26 +20,14 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
 from datamodules.binary.bif import BINARIZE, NETWORKS, Binarize, sample_network
 from datamodules.binary.readers import read_binary_csv, read_truth
 from datamodules.binary.synthetic import CONDITIONALS, MAX_PARENTS, Conditional, mvb_problem
+from datamodules.common.single import one_batch_loader
 from zoo.core import checks
 from zoo.core.datamodule import ZooDataModule
-
-
-class _One(Dataset):
-    """A single item: one full batch per epoch."""
-
-    def __init__(self, item: Any) -> None:
-        self.item = item
-
-    def __len__(self) -> int:
-        return 1
-
-    def __getitem__(self, index: int) -> Any:
-        return self.item
 
 
 class BinaryDataModule(ZooDataModule):
@@ -75,7 +63,7 @@ class BinaryDataModule(ZooDataModule):
     def train_dataloader(self) -> DataLoader:
         """One batch per epoch: ``{"x": float64 (n, d)}``, the full data."""
         batch = {"x": torch.from_numpy(self.x.astype(np.float64))}
-        return DataLoader(_One(batch), batch_size=None, num_workers=0)
+        return one_batch_loader(batch)
 
 
 class BinaryMVBDataModule(BinaryDataModule):

@@ -18,8 +18,9 @@ from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
+from datamodules.common.single import one_batch_loader
 from datamodules.multiobjective.decision_maker import ProbitDM
 from datamodules.multiobjective.oracle import normalised_utility, optimum, random_median
 from datamodules.multiobjective.problems import PROBLEMS, OutcomeProblem, make_problem
@@ -34,19 +35,6 @@ OUTCOMES_CSV = "outcomes CSV (a header of outcome names, one row of floats per o
 COMPARISONS_CSV = "comparisons CSV (header winner,loser)"
 #: The decision maker's noise models.
 DM_NOISE: tuple[str, ...] = ("none", "probit")
-
-
-class _One(Dataset):
-    """A single item: one full batch per epoch."""
-
-    def __init__(self, item: Any) -> None:
-        self.item = item
-
-    def __len__(self) -> int:
-        return 1
-
-    def __getitem__(self, index: int) -> Any:
-        return self.item
 
 
 def _check_problem(problem: str, utility: str, dm_noise: str, sigma: float | None) -> float:
@@ -168,7 +156,7 @@ class BOPEDataModule(ZooDataModule):
 
     def train_dataloader(self) -> DataLoader:
         """One placeholder item per epoch, ``{"stage": zeros(1)}``: the BOPE module runs one stage per epoch."""
-        return DataLoader(_One({"stage": torch.zeros(1)}), batch_size=None, num_workers=0)
+        return one_batch_loader({"stage": torch.zeros(1)})
 
 
 class ComparisonsDataModule(ZooDataModule):
@@ -246,11 +234,11 @@ class ComparisonsDataModule(ZooDataModule):
 
     def train_dataloader(self) -> DataLoader:
         """One full batch per epoch: ``{"y": (n, k), "comps": (m_train, 2)}``."""
-        return DataLoader(_One({"y": self.y, "comps": self.train_comps}), batch_size=None, num_workers=0)
+        return one_batch_loader({"y": self.y, "comps": self.train_comps})
 
     def val_dataloader(self) -> DataLoader:
         """One full batch: ``{"y": (n, k), "comps": (m_val, 2)}``."""
-        return DataLoader(_One({"y": self.y, "comps": self.val_comps}), batch_size=None, num_workers=0)
+        return one_batch_loader({"y": self.y, "comps": self.val_comps})
 
 
 def generate_comparisons(
