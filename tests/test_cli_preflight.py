@@ -114,3 +114,21 @@ def test_shared_callback_counts_for_the_configs_own_method(monkeypatch: pytest.M
     monkeypatch.setattr(metadata, "distribution", fake)
     lines = missing_extras(_config_texts(["fit", "-c", str(ROOT / "configs/uam/default.yaml")]))
     assert len(lines) == 1 and "`uam`" in lines[0] and "xrlhf" not in lines[0], lines
+
+
+def test_missing_extra_line_carries_the_manifest_install_note(monkeypatch: pytest.MonkeyPatch) -> None:
+    """bope_monne's line says BoTorch 0.18 needs Python >= 3.11 (its `install_note`) after the pip command."""
+    from zoo.core.cli import _config_texts, missing_extras
+
+    real = metadata.distribution
+
+    def fake(name: str):
+        if name == "botorch":
+            raise metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(metadata, "distribution", fake)
+    lines = missing_extras(_config_texts(["fit", "-c", str(ROOT / "configs/bope_monne/default.yaml")]))
+    assert lines == [lines[0]] and lines[0].endswith(
+        'run: pip install -e ".[bope_monne]" (BoTorch 0.18 needs Python >= 3.11)'
+    ), lines
