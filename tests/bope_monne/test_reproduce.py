@@ -37,7 +37,14 @@ def _run(arm: str, noise: str, seed: int) -> dict:
     stages = [{"u": final - 0.2 - drop, "regret": 1.0}, {"u": final - 0.1 - drop, "regret": 0.5},
               {"u": final - drop + 0.001 * seed, "regret": 0.2}]  # fmt: skip
     if arm not in R.DM_FREE:
-        stages[0].update(pe_u=pe - drop + 0.001 * seed, acc=acc - drop, tau=2 * acc - 1, fit_failures=0.0)
+        stages[0].update(
+            pe_u=pe - drop + 0.001 * seed,
+            acc=acc - drop,
+            tau=2 * acc - 1,
+            fit_failures=0.0,
+            dm_errors=float(noise == "probit"),
+            pair_gap=0.5,
+        )
     return {"setting": R.MAIN, "arm": arm, "noise": noise, "seed": seed, "history": stages, "seconds": 1.0}
 
 
@@ -65,8 +72,8 @@ PERTURBATIONS: dict[str, tuple[Callable, set[str]]] = {
     "closed loop loses to random": (_set("MoNNE", "u", 0.40, seeds=3), {"3 seeds"}),
     # a closed loop clearly behind PairwiseGP's
     "closed loop behind PairwiseGP": (_set("MoNNE", "u", 0.70), {"3 MoNNE − PairwiseGP"}),
-    # monotone weights not positive: no better than the ablation under probit noise
-    "monotonicity does not help": (_set("MoNNE", "pe_u", 0.30, noise="probit", stage=0), {"4"}),
+    # monotone weights not positive: no better than the ablation under probit noise, in most seeds
+    "monotonicity does not help": (_set("MoNNE", "pe_u", 0.30, noise="probit", stage=0), {"4 seeds"}),
     # a surrogate that collapses under DM noise
     "MoNNE not robust to noise": (_set("MoNNE", "u", 0.60, noise="probit"), {"5"}),
 }
@@ -95,7 +102,7 @@ def test_perturbation_fails_its_claims(name: str) -> None:
 def test_every_asserted_claim_has_a_perturbation() -> None:
     names = [c.name for c in R.check_claims(healthy(), False) if c.asserted]
     covered = {e for _, expected in PERTURBATIONS.values() for e in expected}
-    assert len(names) == 8 and all(any(n.startswith(e) for e in covered) for n in names), names
+    assert len(names) == 7 and all(any(n.startswith(e) for e in covered) for n in names), names
 
 
 def test_quick_gates_claims_1_and_3_with_the_revised_bounds() -> None:
@@ -118,3 +125,16 @@ def test_jobs_run_dm_free_arms_once_and_every_other_arm_with_both_dms() -> None:
     assert {j[2] for j in full if j[1] in R.DM_FREE} == {"none"}
     assert len(R.jobs(range(3), True)) == 12
     assert len(R.jobs(SEEDS, False, "all")) == len(full) + 3 * 10 * 4
+
+
+def test_claim_4_median_is_reported_not_gated() -> None:
+    """Claim 4's median comparison was not reproduced (method page): a median behind the ablation changes no verdict
+    while the paired wins hold (6 of 10 here)."""
+    runs = healthy()
+    monne = [0.1] * 4 + [0.5, 0.5, 0.6, 0.6, 0.6, 0.6]
+    ablation = [0.9] * 4 + [0.49, 0.49, 0.59, 0.59, 0.59, 0.59]
+    for r in runs:
+        if r["noise"] == "probit" and r["arm"] in ("MoNNE", "Non-monotone"):
+            r["history"][0]["pe_u"] = (monne if r["arm"] == "MoNNE" else ablation)[r["seed"]]
+    median = next(c for c in R.check_claims(runs, False) if c.name.startswith("4 (not reproduced)"))
+    assert not median.asserted and not median.holds and _failing(runs) == set()

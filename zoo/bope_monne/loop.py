@@ -293,7 +293,8 @@ class Replication:
         Returns:
             The stage's metrics: ``u`` (normalised utility of the best evaluated design), ``regret``, and for the
             preference arms ``pe_u`` (U of the PE-stage recommendation), ``acc``/``tau`` (held-out pairs),
-            ``comparisons``, ``fit_failures``.
+            ``comparisons``, ``dm_errors`` (answers so far that contradict the true utility), ``pair_gap`` (median
+            true-utility gap |Δg| of this stage's PE pairs), ``fit_failures``.
         """
         s, t = self.settings, self.stages
         torch.manual_seed(_seed(self.seed, t, 0))
@@ -335,6 +336,9 @@ class Replication:
             holdout = self.task.holdout.to(DTYPE)
             scores = self.surrogate.score(holdout)
             truth = self.task.utility(holdout)
+            g = self.task.utility(self.shown)
+            gap = g[self.comps[:, 0]] - g[self.comps[:, 1]]  # true utility of each answer's winner minus its loser
         return {"pe_u": float(self.task.normalised(x_hat).max()), "acc": pairwise_accuracy(scores, truth),
                 "tau": kendall_tau(scores, truth), "comparisons": float(len(self.comps)),
+                "dm_errors": float((gap < 0).sum()), "pair_gap": float(gap[-n:].abs().median()) if n else 0.0,
                 "fit_failures": float(len(self.surrogate.failures))}  # fmt: skip

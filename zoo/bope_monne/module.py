@@ -17,7 +17,8 @@ Two LightningModules:
 Logged per stage (``train/``): ``u`` (the monitor: normalised utility U of the best evaluated design), ``regret``,
 ``evaluations`` and, for the preference arms, ``pe_u`` (U of the PE-stage recommendation ``argmax score(μ_f(x))``),
 ``acc``/``tau`` (pairwise accuracy and Kendall τ of the surrogate on the task's held-out pairs), ``comparisons``,
-``fit_failures`` (PairwiseGP fits that needed the fallback).
+``dm_errors`` (answers so far that contradict the true utility), ``pair_gap`` (median true-utility gap of the stage's
+PE pairs), ``fit_failures`` (PairwiseGP fits that needed the fallback).
 
 Example:
     >>> from datamodules.multiobjective.datamodule import BOPEDataModule
