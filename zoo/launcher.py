@@ -11,7 +11,7 @@ import sys
 
 import zoo
 
-USAGE = """usage: zoo {fit,validate,test,predict,list,reproduce} ...
+USAGE = """usage: zoo {fit,validate,test,predict,list,reproduce,evaluate} ...
 
 zoo: a PyTorch Lightning module zoo of NeurIPS 2025 methods (LightningCLI in subclass mode).
 
@@ -22,6 +22,7 @@ subcommands:
   predict     predict:               zoo predict -c CONFIG --ckpt_path RUN.ckpt
   list        list the methods:      zoo list [--json|--markdown]
   reproduce   re-check a paper's claims at CPU scale: zoo reproduce <slug>|--all [--quick] [--seeds N] [--out DIR]
+  evaluate    a method's own evaluation tool on files: zoo evaluate <slug> --help (e.g. rawmed: synthetic vs real EHR)
 
 options:
   -h, --help  show this message (`zoo fit --help` lists every flag of fit)
@@ -52,6 +53,8 @@ def main() -> None:
         from zoo.core.reproduce import dispatch
 
         sys.exit(dispatch(argv))
+    if argv[:1] == ["evaluate"]:
+        sys.exit(evaluate(argv[1:]))
     from zoo.core.cli import main as cli_main
 
     try:
@@ -62,6 +65,31 @@ def main() -> None:
             raise
         print(f"zoo: error: {cause}", file=sys.stderr)
         sys.exit(2)
+
+
+def evaluate(argv: list[str]) -> int:
+    """``zoo evaluate <slug> ARGS``: the method's evaluation tool on files (its manifest's ``evaluate``).
+
+    A user error inside it is one line and exit code 2, as for ``zoo fit``.
+    """
+    import importlib
+
+    from zoo.core.registry import manifests
+
+    tools = {slug: m.evaluate for slug, m in sorted(manifests().items()) if m.evaluate}
+    if not argv or argv[0] not in tools:
+        print(f"usage: zoo evaluate {{{','.join(tools)}}} ARGS (`zoo evaluate <slug> --help` for the arguments)",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    module, function = tools[argv[0]].split(":")
+    try:
+        return int(getattr(importlib.import_module(module), function)(argv[1:]) or 0)
+    except Exception as exc:
+        cause = user_error(exc)
+        if cause is None or os.environ.get("ZOO_DEBUG") == "1":
+            raise
+        print(f"zoo: error: {cause}", file=sys.stderr)
+        return 2
 
 
 #: Exceptions the zoo raises on purpose for bad input (a file, a value, a missing checkpoint), with a message.

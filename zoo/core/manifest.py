@@ -36,6 +36,8 @@ class Manifest:
         callbacks: callback class paths it ships or relies on (shared callbacks included).
         extra: its optional-dependency group in ``pyproject.toml`` (``pip install -e ".[<extra>]"``), or ``None``.
         install_note: appended to the missing-extra error after the pip line, e.g. a Python version the group needs.
+        evaluate: ``"module:function"`` of the method's evaluation tool on files, ``main(argv) -> exit code``, which
+            ``zoo evaluate <slug> ARGS`` runs (``None``: the method has none).
         tiny: config file glob (matched on the file name) -> CLI overrides that make a config run in seconds in
             tests; every matching entry applies, in order.
         shapes: data -> model link names beyond :data:`zoo.core.datamodule.SHAPES` that its datamodules declare.
@@ -63,6 +65,7 @@ class Manifest:
     callbacks: tuple[str, ...] = ()
     extra: str | None = None
     install_note: str = ""
+    evaluate: str | None = None
     tiny: dict[str, tuple[str, ...]] = field(default_factory=dict)
     shapes: tuple[str, ...] = ()
     structures: dict[str, str] = field(default_factory=dict)
