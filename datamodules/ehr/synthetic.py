@@ -21,6 +21,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from datamodules.ehr.cohort import EHRCohort
+from datamodules.ehr.mimic import load_mimiciv
+
 #: (itemid, label, unit, lo, hi, m, sigma, beta, panel, decimals) of the eight labs.
 LABS: tuple[tuple[int, str, str, float, float, float, float, float, str, int], ...] = (
     (50001, "Creatinine", "mg/dL", 0.5, 1.2, 1.1, 0.45, 0.35, "chem", 2),
@@ -33,6 +36,10 @@ LABS: tuple[tuple[int, str, str, float, float, float, float, float, str, int], .
     (50008, "Glucose", "mg/dL", 70.0, 100.0, 130.0, 0.3, 0.1, "chem", 1),
 )
 POTASSIUM = 50007
+#: Potassium drawn within [+60, +180] min of a KCl order is raised by this much (mEq/L).
+KCL_EFFECT = 0.6
+#: KCl rule: a potassium below this triggers an order.
+KCL_TRIGGER = 3.6
 #: drug -> (prod_strength, route, dose_unit_rx).
 DRUGS: dict[str, tuple[str, str, str]] = {
     "Potassium Chloride": ("20mEq Packet", "PO/NG", "mEq"),
@@ -89,8 +96,8 @@ def _simulate_stay(rng: np.random.Generator, s: float, u_k: float, obs_min: int)
             v = float(np.exp(np.log(m) + beta * s + u + sigma * rng.standard_normal()))
             if itemid == POTASSIUM:
                 if any(60 <= t - o <= 180 for o, _ in orders):
-                    v += 0.6
-                if v < 3.6 and rng.random() < 0.8:
+                    v += KCL_EFFECT
+                if v < KCL_TRIGGER and rng.random() < 0.8:
                     order = t + int(rng.uniform(20, 90))
                     orders.append((order, t))
                     if rng.random() < 0.9:
@@ -268,3 +275,22 @@ def generate_mimic_like(root: str | Path, n_stays: int = 1500, obs_hours: int = 
     kcl_out = pd.DataFrame({"stay_id": stay[kcl["k"].to_numpy()], "trigger_minute": kcl["trigger_minute"].to_numpy(),
                             "order_minute": kcl["order_minute"].to_numpy()})  # fmt: skip
     return {"stays": truth_stays, "kcl": kcl_out.reset_index(drop=True)}
+
+
+def mimic_like_icu(
+    root: str, n_stays: int = 1500, obs_hours: int = 12, max_events: int | str | None = 64, seed: int = 0
+) -> EHRCohort:
+    """Write the seeded MIMIC-IV-shaped files into ``root`` and return the cohort read back, with its ``truth``.
+
+    Args:
+        root: folder receiving ``icu/`` and ``hosp/`` (reused as-is when it already holds the files of these
+            arguments: the caller keys the folder by ``n_stays``, ``obs_hours`` and ``seed``).
+        n_stays: ICU stays.
+        obs_hours: observation window (hours).
+        max_events: per-stay cap: an int, ``"p95"`` (fitted on the seed-``seed`` train split) or ``None``.
+        seed: generator seed (also the split seed of the ``p95`` cap).
+    """
+    truth = generate_mimic_like(root, n_stays, obs_hours, seed)
+    cohort = load_mimiciv(root, obs_hours=obs_hours, max_events=max_events, split_seed=seed)
+    cohort.truth = truth
+    return cohort

@@ -69,3 +69,7 @@ TABLE_SPECS: dict[str, TableSpec] = {
 
 #: patientweight is left out of item-level metrics (official ``item_unrelated``).
 ITEM_UNRELATED: dict[str, tuple[str, ...]] = {"inputevents": ("patientweight",)}
+
+
+class EHRFormatError(ValueError):
+    """A file of the EHR data that does not have the expected layout (one line naming the file, field, expectation)."""
