@@ -16,6 +16,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+import pandas as pd
 import torch
 
 from datamodules.ehr.tables import TABLE_SPECS, TABLES
@@ -289,3 +291,67 @@ class EventTokenizer:
                 continue
             out.append(self.vocab[i] if 0 <= i < len(self.vocab) else SPECIALS[UNK_ID])
         return out
+
+
+def serialize_frame(events: pd.DataFrame, obs_hours: int | None = None) -> list[list[tuple[str, int, int]]]:
+    """:func:`serialize_event` over every row of a pooled events frame (``table``, ``time`` and the columns).
+
+    Each distinct (column, value) is serialized once, so the cost is per distinct value plus a list concatenation
+    per row.
+
+    Args:
+        events: rows of :meth:`~datamodules.ehr.cohort.EHRCohort.events` (a ``table`` column and the tables' columns).
+        obs_hours: given, each event carries ``time <digits>`` of its ``time`` (``time_mode: in_text``).
+    """
+    out: list[list[tuple[str, int, int]]] = [[] for _ in range(len(events))]
+    tables = events["table"].to_numpy()
+    times = events["time"].to_numpy()
+    for table in TABLES:
+        rows = np.flatnonzero(tables == table)
+        if not len(rows):
+            continue
+        spec = TABLE_SPECS[table]
+        columns = []
+        for col in spec.columns:
+            codes, uniques = pd.factorize(events[col].to_numpy()[rows], use_na_sentinel=True)
+            pieces = [serialize_event(table, {col: u})[1:] for u in uniques]
+            columns.append((codes, pieces))
+        for j, row in enumerate(rows):
+            tokens = [(table, TABLE_TYPE, DPE_OTHER)]
+            if obs_hours is not None:
+                tokens.append((TIME_WORD, TIME_TYPE, DPE_OTHER))
+                tokens.extend((str(d), TIME_TYPE, DPE_OTHER) for d in time_digits(int(times[row]), obs_hours))
+            for codes, pieces in columns:
+                if codes[j] >= 0:
+                    tokens.extend(pieces[codes[j]])
+            out[row] = tokens
+    return out
+
+
+def encode_many(
+    tokenizer: EventTokenizer,
+    events: Sequence[Sequence[tuple[str, int, int]]],
+    L: int,  # noqa: N803
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+    """:meth:`EventTokenizer.encode` of many events.
+
+    Returns:
+        ``(input_ids, type_ids, dpe_ids)``, each ``LongTensor (N, L)``, and the number of events longer than
+        ``L - 2`` tokens (truncated before ``[SEP]``).
+    """
+    n = len(events)
+    ids = np.full((n, L), PAD_ID, dtype=np.int64)
+    types = np.full((n, L), PAD_TYPE, dtype=np.int64)
+    dpe = np.full((n, L), DPE_OTHER, dtype=np.int64)
+    index = tokenizer.index
+    truncated = 0
+    for k, event in enumerate(events):
+        body = event[: L - 2]
+        truncated += len(event) > L - 2
+        m = len(body)
+        ids[k, 0], types[k, 0] = CLS_ID, CLS_TYPE
+        ids[k, 1 : m + 1] = [index.get(t, UNK_ID) for t, _, _ in body]
+        types[k, 1 : m + 1] = [ty for _, ty, _ in body]
+        dpe[k, 1 : m + 1] = [d for _, _, d in body]
+        ids[k, m + 1], types[k, m + 1] = SEP_ID, SEP_TYPE
+    return torch.from_numpy(ids), torch.from_numpy(types), torch.from_numpy(dpe), int(truncated)

@@ -15,6 +15,7 @@ potassium drawn within [+60, +180] min of an order is raised by 0.6 mEq/L. Infus
 from __future__ import annotations
 
 import heapq
+import json
 from pathlib import Path
 from typing import Any
 
@@ -277,20 +278,36 @@ def generate_mimic_like(root: str | Path, n_stays: int = 1500, obs_hours: int = 
     return {"stays": truth_stays, "kcl": kcl_out.reset_index(drop=True)}
 
 
+#: The marker written last into a generated folder: the arguments that produced it.
+MARKER = "mimic_like_icu.json"
+
+
 def mimic_like_icu(
     root: str, n_stays: int = 1500, obs_hours: int = 12, max_events: int | str | None = 64, seed: int = 0
 ) -> EHRCohort:
     """Write the seeded MIMIC-IV-shaped files into ``root`` and return the cohort read back, with its ``truth``.
 
+    The files, the truth (``truth_stays.csv``, ``truth_kcl.csv``) and a marker naming the arguments are written
+    once: a folder whose marker matches ``(n_stays, obs_hours, seed)`` is re-read, not regenerated.
+
     Args:
-        root: folder receiving ``icu/`` and ``hosp/`` (reused as-is when it already holds the files of these
-            arguments: the caller keys the folder by ``n_stays``, ``obs_hours`` and ``seed``).
+        root: folder receiving ``icu/``, ``hosp/`` and the truth.
         n_stays: ICU stays.
         obs_hours: observation window (hours).
         max_events: per-stay cap: an int, ``"p95"`` (fitted on the seed-``seed`` train split) or ``None``.
         seed: generator seed (also the split seed of the ``p95`` cap).
     """
-    truth = generate_mimic_like(root, n_stays, obs_hours, seed)
-    cohort = load_mimiciv(root, obs_hours=obs_hours, max_events=max_events, split_seed=seed)
+    folder = Path(root)
+    args = {"n_stays": n_stays, "obs_hours": obs_hours, "seed": seed}
+    marker = folder / MARKER
+    if marker.is_file() and json.loads(marker.read_text()) == args:
+        truth = {"stays": pd.read_csv(folder / "truth_stays.csv"), "kcl": pd.read_csv(folder / "truth_kcl.csv")}
+    else:
+        marker.unlink(missing_ok=True)
+        truth = generate_mimic_like(folder, n_stays, obs_hours, seed)
+        truth["stays"].to_csv(folder / "truth_stays.csv", index=False)
+        truth["kcl"].to_csv(folder / "truth_kcl.csv", index=False)
+        marker.write_text(json.dumps(args))
+    cohort = load_mimiciv(str(folder), obs_hours=obs_hours, max_events=max_events, split_seed=seed)
     cohort.truth = truth
     return cohort
