@@ -203,6 +203,12 @@ def load_mimiciv(
         EHRFormatError: a missing required column, an unparseable time or number, an itemid without a label, an
             inputevents row whose stay_id is not in ``icu/icustays``.
     """
+    if not (isinstance(obs_hours, int) and not isinstance(obs_hours, bool) and obs_hours >= 1):
+        raise ValueError(f"load_mimiciv: obs_hours={obs_hours!r}: expected an integer >= 1")
+    if not (max_events is None or max_events == "p95" or (isinstance(max_events, int) and max_events >= 1)):
+        raise ValueError(f"load_mimiciv: max_events={max_events!r}: expected an integer >= 1, 'p95' or None")
+    if non_numeric not in ("error", "null"):
+        raise ValueError(f"load_mimiciv: non_numeric={non_numeric!r}: expected one of 'error', 'null'")
     stays_path, stays, every = _stays(root)
     tables = {t: _events(root, t, stays, every, stays_path, obs_hours, non_numeric) for t in TABLES}
     cohort = EHRCohort(stays=stays, tables=tables, obs_hours=obs_hours)

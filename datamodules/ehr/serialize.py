@@ -175,7 +175,10 @@ def serialize_event(
             continue
         out.append((col, COLUMN_TYPE, DPE_OTHER))
         if col in numeric:
-            text = format_number(value)
+            try:
+                text = format_number(value)
+            except SerializationError as exc:
+                raise SerializationError(f"{table}.{col}: {exc}") from None
             out.extend(zip(text, [VALUE_TYPE] * len(text), number_dpe(text), strict=True))
         else:
             out.extend((tok, VALUE_TYPE, dpe) for tok, dpe in text_pieces(str(value)))
