@@ -17,7 +17,7 @@ from torch.utils.data import DataLoader, Dataset
 from datamodules.ehr.cohort import EHRCohort
 from datamodules.ehr.folder import write_folder
 from datamodules.ehr.mimic import load_mimiciv
-from datamodules.ehr.serialize import EventTokenizer, encode_many, serialize_frame, time_len
+from datamodules.ehr.serialize import EventTokenizer, encode_frame, frame_tokens, time_len
 from datamodules.ehr.synthetic import mimic_like_icu
 from datamodules.ehr.tables import TABLES
 from zoo.core import checks
@@ -109,19 +109,18 @@ class EHRDataModule(SplitLoaders, ZooDataModule):
         #: digits of an event's time in the AR sequence (0 with ``time_mode: in_text``).
         self.time_len: int = time_len(obs_hours) if time_mode == "separate" else 0
         self._events: dict[str, Any] = {}
-        self._texts: dict[str, list] = {}
         #: the word-level vocabulary fitted on the train events.
-        self.tokenizer: EventTokenizer = EventTokenizer().fit([t for t, _, _ in ev] for ev in self._serialized("train"))
+        self.tokenizer: EventTokenizer = EventTokenizer().fit(frame_tokens(self._split_events("train"), self._obs()))
         #: vocabulary size, linked into the models.
         self.vocab_size: int | None = len(self.tokenizer)
 
-    def _serialized(self, split: str) -> list:
-        if split not in self._texts:
-            events = self.cohort.subset(self.splits[split]).events()
-            obs = self.obs_hours if self.time_mode == "in_text" else None
-            self._texts[split] = serialize_frame(events, obs)
-            self._events[split] = events
-        return self._texts[split]
+    def _obs(self) -> int | None:
+        return self.obs_hours if self.time_mode == "in_text" else None
+
+    def _split_events(self, split: str) -> Any:
+        if split not in self._events:
+            self._events[split] = self.cohort.subset(self.splits[split]).events()
+        return self._events[split]
 
     def event_tensors(self, split: str) -> dict[str, torch.Tensor]:
         """The split's events in the AR sequence order of ``cohort.events()``.
@@ -133,11 +132,10 @@ class EHRDataModule(SplitLoaders, ZooDataModule):
         checks.choice("split", split, SPLIT_NAMES)
         key = f"tensors-{split}"
         if key not in self._events:
-            texts = self._serialized(split)
-            events = self._events[split]
-            ids, types, dpe, truncated = encode_many(self.tokenizer, texts, self.L)
+            events = self._split_events(split)
+            ids, types, dpe, truncated = encode_frame(self.tokenizer, events, self.L, self._obs())
             if truncated:
-                say(f"rawmed data: {truncated} of {len(texts)} {split} event(s) longer than L={self.L} tokens were "
+                say(f"rawmed data: {truncated} of {len(events)} {split} event(s) longer than L={self.L} tokens were "
                     "truncated before [SEP]")  # fmt: skip
             order = {t: k for k, t in enumerate(TABLES)}
             table = np.asarray([order[t] for t in events["table"].to_numpy()], dtype=np.int64)

@@ -296,47 +296,52 @@ class EventTokenizer:
         return out
 
 
-def serialize_frame(events: pd.DataFrame, obs_hours: int | None = None) -> list[list[tuple[str, int, int]]]:
-    """:func:`serialize_event` over every row of a pooled events frame (``table``, ``time`` and the columns).
+def _column_pieces(events: pd.DataFrame, table: str, rows: np.ndarray) -> list[tuple[np.ndarray, list]]:
+    """Per column of ``table`` in ``spec.columns`` order: (codes, pieces).
 
-    Each distinct (column, value) is serialized once, so the cost is per distinct value plus a list concatenation
-    per row.
-
-    Args:
-        events: rows of :meth:`~datamodules.ehr.cohort.EHRCohort.events` (a ``table`` column and the tables' columns).
-        obs_hours: given, each event carries ``time <digits>`` of its ``time`` (``time_mode: in_text``).
+    ``codes`` index the rows into the column's distinct values (-1 = null); ``pieces`` are each distinct value's
+    triples (the column token, then the value tokens).
     """
-    out: list[list[tuple[str, int, int]]] = [[] for _ in range(len(events))]
-    tables = events["table"].to_numpy()
-    times = events["time"].to_numpy()
-    for table in TABLES:
-        rows = np.flatnonzero(tables == table)
-        if not len(rows):
-            continue
-        spec = TABLE_SPECS[table]
-        columns = []
-        for col in spec.columns:
-            codes, uniques = pd.factorize(events[col].to_numpy()[rows], use_na_sentinel=True)
-            pieces = [serialize_event(table, {col: u})[1:] for u in uniques]
-            columns.append((codes, pieces))
-        for j, row in enumerate(rows):
-            tokens = [(table, TABLE_TYPE, DPE_OTHER)]
-            if obs_hours is not None:
-                tokens.append((TIME_WORD, TIME_TYPE, DPE_OTHER))
-                tokens.extend((str(d), TIME_TYPE, DPE_OTHER) for d in time_digits(int(times[row]), obs_hours))
-            for codes, pieces in columns:
-                if codes[j] >= 0:
-                    tokens.extend(pieces[codes[j]])
-            out[row] = tokens
+    out = []
+    for col in TABLE_SPECS[table].columns:
+        codes, uniques = pd.factorize(events[col].to_numpy()[rows], use_na_sentinel=True)
+        out.append((codes, [serialize_event(table, {col: u})[1:] for u in uniques]))
     return out
 
 
-def encode_many(
+def frame_tokens(events: pd.DataFrame, obs_hours: int | None = None) -> list[list[str]]:
+    """Token lists whose union is the token set of every event of ``events`` (for :meth:`EventTokenizer.fit`).
+
+    One list per table present and per distinct (column, value), so fitting costs per distinct value, not per row.
+    """
+    texts: list[list[str]] = []
+    tables = events["table"].to_numpy()
+    for table in TABLES:
+        rows = np.flatnonzero(tables == table)
+        if len(rows):
+            texts.append([table, *([TIME_WORD] if obs_hours is not None else [])])
+            texts.extend(
+                [t for t, _, _ in piece] for _, pieces in _column_pieces(events, table, rows) for piece in pieces
+            )
+    return texts
+
+
+def encode_frame(
     tokenizer: EventTokenizer,
-    events: Sequence[Sequence[tuple[str, int, int]]],
-    L: int,  # noqa: N803
+    events: pd.DataFrame,
+    L: int,
+    obs_hours: int | None = None,  # noqa: N803
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
-    """:meth:`EventTokenizer.encode` of many events.
+    """:func:`serialize_event` then :meth:`EventTokenizer.encode` of every row of a pooled events frame, vectorised.
+
+    Each distinct (column, value) is serialized once; the rows' segments are scattered into the ``(N, L)`` arrays by
+    token position, so no Python loop runs over the rows.
+
+    Args:
+        tokenizer: the fitted vocabulary.
+        events: rows of :meth:`~datamodules.ehr.cohort.EHRCohort.events` (``table``, ``time`` and the columns).
+        L: tokens per event (``[CLS]`` and ``[SEP]`` included).
+        obs_hours: given, each event carries ``time <digits>`` of its ``time`` (``time_mode: in_text``).
 
     Returns:
         ``(input_ids, type_ids, dpe_ids)``, each ``LongTensor (N, L)``, and the number of events longer than
@@ -346,15 +351,50 @@ def encode_many(
     ids = np.full((n, L), PAD_ID, dtype=np.int64)
     types = np.full((n, L), PAD_TYPE, dtype=np.int64)
     dpe = np.full((n, L), DPE_OTHER, dtype=np.int64)
-    index = tokenizer.index
-    truncated = 0
-    for k, event in enumerate(events):
-        body = event[: L - 2]
-        truncated += len(event) > L - 2
-        m = len(body)
-        ids[k, 0], types[k, 0] = CLS_ID, CLS_TYPE
-        ids[k, 1 : m + 1] = [index.get(t, UNK_ID) for t, _, _ in body]
-        types[k, 1 : m + 1] = [ty for _, ty, _ in body]
-        dpe[k, 1 : m + 1] = [d for _, _, d in body]
-        ids[k, m + 1], types[k, m + 1] = SEP_ID, SEP_TYPE
-    return torch.from_numpy(ids), torch.from_numpy(types), torch.from_numpy(dpe), int(truncated)
+    length = np.zeros(n, dtype=np.int64)  # body tokens written so far (before truncation)
+    tables = events["table"].to_numpy()
+    times = events["time"].to_numpy(np.int64)
+
+    def put(rows: np.ndarray, start: np.ndarray, mats: tuple[np.ndarray, np.ndarray, np.ndarray], codes: np.ndarray,
+            lens: np.ndarray) -> None:  # fmt: skip
+        for j in range(mats[0].shape[1]):
+            pos = 1 + start + j
+            ok = (lens > j) & (pos < L - 1)
+            r, c = rows[ok], codes[ok]
+            ids[r, pos[ok]], types[r, pos[ok]], dpe[r, pos[ok]] = mats[0][c, j], mats[1][c, j], mats[2][c, j]
+
+    for table in TABLES:
+        rows = np.flatnonzero(tables == table)
+        if not len(rows):
+            continue
+        head = [(table, TABLE_TYPE, DPE_OTHER)]
+        if obs_hours is not None:
+            head.append((TIME_WORD, TIME_TYPE, DPE_OTHER))
+        segments = [(np.zeros(len(rows), dtype=np.int64), [head])]
+        if obs_hours is not None:
+            n_digits = time_len(obs_hours)
+            tau = times[rows] // 10
+            if (tau < 0).any() or (tau >= 10**n_digits).any():
+                bad = int(times[rows][(tau < 0) | (tau >= 10**n_digits)][0])
+                time_digits(bad, obs_hours)  # raises the one-line SerializationError
+            for p in range(n_digits - 1, -1, -1):
+                digit = (tau // 10**p) % 10
+                segments.append((digit, [[(str(d), TIME_TYPE, DPE_OTHER)] for d in range(10)]))
+        segments += _column_pieces(events, table, rows)
+        start = np.zeros(len(rows), dtype=np.int64)
+        for codes, pieces in segments:
+            width = max((len(p) for p in pieces), default=0)
+            lens_u = np.asarray([len(p) for p in pieces], dtype=np.int64)
+            mats = tuple(np.zeros((max(len(pieces), 1), max(width, 1)), dtype=np.int64) for _ in range(3))
+            for u, piece in enumerate(pieces):
+                mats[0][u, : len(piece)] = tokenizer.ids(t for t, _, _ in piece)
+                mats[1][u, : len(piece)] = [ty for _, ty, _ in piece]
+                mats[2][u, : len(piece)] = [d for _, _, d in piece]
+            lens = np.where(codes >= 0, lens_u[np.maximum(codes, 0)] if len(lens_u) else 0, 0)
+            put(rows, start, mats, np.maximum(codes, 0), lens)
+            start = start + lens
+        length[rows] = start
+    body = np.minimum(length, L - 2)
+    ids[:, 0], types[:, 0] = CLS_ID, CLS_TYPE
+    ids[np.arange(n), body + 1], types[np.arange(n), body + 1] = SEP_ID, SEP_TYPE
+    return torch.from_numpy(ids), torch.from_numpy(types), torch.from_numpy(dpe), int((length > L - 2).sum())

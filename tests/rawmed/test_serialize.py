@@ -15,12 +15,12 @@ from datamodules.ehr.serialize import (
     EventTokenizer,
     SerializationError,
     digits_time,
-    encode_many,
+    encode_frame,
     format_number,
+    frame_tokens,
     number_dpe,
     parse_event,
     serialize_event,
-    serialize_frame,
     time_digits,
     time_len,
 )
@@ -155,24 +155,29 @@ def test_parse_event_rejects_malformed_text() -> None:
     assert parse_event([]) is None
 
 
-def test_serialize_frame_equals_serialize_event() -> None:
-    """The batched serializer (one pass per distinct value) gives serialize_event's tokens row by row, in both time
-    modes, and encode_many equals encode. Catches rows mixed up between tables or codes misaligned after nulls."""
+@pytest.mark.parametrize("obs", [None, 12])
+def test_encode_frame_equals_encode_of_serialize_event(obs: int | None) -> None:
+    """The vectorised frame encoder (one serialization per distinct value, scattered by position) equals
+    tokenizer.encode(serialize_event(row)) row by row, truncation included, in both time modes; frame_tokens yields
+    the vocabulary of the per-row tokens. Catches rows mixed up between tables, segments misaligned after nulls, a
+    [SEP] misplaced after truncation, or time digits in the wrong order."""
     rng = np.random.default_rng(1)
     frames = []
     for table in TABLES:
         rows = _random_rows(table, 30, rng)
         frames.append(pd.DataFrame(rows).assign(table=table, time=rng.integers(0, 720, len(rows))))
     events = pd.concat(frames, ignore_index=True).sample(frac=1.0, random_state=0).reset_index(drop=True)
-    for obs in (None, 12):
-        batch = serialize_frame(events, obs)
-        for k, row in events.iterrows():
-            fields = {c: v for c, v in row.items() if c not in ("table", "time")}
-            digits = None if obs is None else time_digits(int(row["time"]), obs)
-            assert batch[k] == serialize_event(row["table"], fields, time_digits=digits)
-    tok = EventTokenizer().fit([t for t, _, _ in ev] for ev in batch)
-    ids, types, dpe, truncated = encode_many(tok, batch, 40)
-    assert truncated == sum(len(ev) > 38 for ev in batch) > 0
-    for k in (0, 17, 89):
-        ref = tok.encode(batch[k], 40)
-        assert torch.equal(ids[k], ref[0]) and torch.equal(types[k], ref[1]) and torch.equal(dpe[k], ref[2])
+    reference = []
+    for _, row in events.iterrows():
+        fields = {c: v for c, v in row.items() if c not in ("table", "time")}
+        digits = None if obs is None else time_digits(int(row["time"]), obs)
+        reference.append(serialize_event(row["table"], fields, time_digits=digits))
+    tok = EventTokenizer().fit(frame_tokens(events, obs))
+    assert tok.vocab == EventTokenizer().fit([t for t, _, _ in ev] for ev in reference).vocab
+    for L in (40, 128):
+        ids, types, dpe, truncated = encode_frame(tok, events, L, obs)
+        assert truncated == sum(len(ev) > L - 2 for ev in reference)
+        for k, ev in enumerate(reference):
+            ref = tok.encode(ev, L)
+            assert torch.equal(ids[k], ref[0]) and torch.equal(types[k], ref[1]) and torch.equal(dpe[k], ref[2])
+    assert 0 < sum(len(ev) > 38 for ev in reference) < len(reference)
