@@ -9,6 +9,7 @@ Rows outside ``[intime, intime + obs_hours)`` are outside the cohort's window an
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -26,6 +27,8 @@ TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 EVENT_FILES = {"labevents": "hosp/labevents", "prescriptions": "hosp/prescriptions", "inputevents": "icu/inputevents"}
 KEYS = {"labevents": "hadm_id", "prescriptions": "hadm_id", "inputevents": "stay_id"}
 DICTIONARIES = {"labevents": "hosp/d_labitems", "inputevents": "icu/d_items"}
+#: Rows per chunk when an event file is read (filtered to the cohort chunk by chunk).
+CHUNK_ROWS = 1_000_000
 STAY_COLUMNS = ("subject_id", "hadm_id", "stay_id", "first_careunit", "last_careunit", "intime", "outtime", "los")
 
 
@@ -58,8 +61,14 @@ def mimic_path(root: str | Path, rel: str) -> Path:
     )
 
 
-def _read(root: str | Path, rel: str) -> tuple[Path, pd.DataFrame]:
-    """The required columns of one file as text (empty cell = NaN), in file order."""
+def _read(
+    root: str | Path, rel: str, keep: Callable[[Path, pd.DataFrame], pd.DataFrame] | None = None
+) -> tuple[Path, pd.DataFrame]:
+    """The required columns of one file as text (empty cell = NaN) in file order, with ``_row`` = the data row - 1.
+
+    With ``keep``, the file is read in chunks of :data:`CHUNK_ROWS` rows and each chunk is reduced by ``keep`` before
+    the next is read, so a full MIMIC-IV ``labevents`` never sits in memory.
+    """
     path = mimic_path(root, rel)
     header = list(pd.read_csv(path, nrows=0).columns)
     required = REQUIRED[rel]
@@ -68,8 +77,20 @@ def _read(root: str | Path, rel: str) -> tuple[Path, pd.DataFrame]:
             f"{path}: missing column(s) {missing}; expected {', '.join(required)} (others are ignored), found "
             f"{', '.join(header)}"
         )
-    frame = pd.read_csv(path, usecols=list(required), dtype=str, keep_default_na=False, na_values=[""])
-    return path, frame[list(required)]
+    options = {"usecols": list(required), "dtype": str, "keep_default_na": False, "na_values": [""]}
+    if keep is None:
+        frame = pd.read_csv(path, **options)
+        return path, frame[list(required)].assign(_row=np.arange(len(frame)))
+    parts = []
+    for chunk in pd.read_csv(path, chunksize=CHUNK_ROWS, **options):
+        parts.append(keep(path, chunk[list(required)].assign(_row=chunk.index.to_numpy())))
+    frame = pd.concat(parts) if parts else pd.DataFrame(columns=[*required, "_row"], dtype=str)
+    return path, frame.reset_index(drop=True)
+
+
+def _data_row(frame: pd.DataFrame, pos: int) -> int:
+    """The 1-based data row of the file at position ``pos`` of ``frame``."""
+    return int(frame["_row"].iloc[pos]) + 1 if "_row" in frame else pos + 1
 
 
 def _numbers(path: Path, frame: pd.DataFrame, col: str, integer: bool, non_numeric: str) -> pd.Series:
@@ -84,7 +105,7 @@ def _numbers(path: Path, frame: pd.DataFrame, col: str, integer: bool, non_numer
         if integer or non_numeric == "error":
             raise EHRFormatError(
                 f"{path}: column {col!r} has {int(bad.sum())} value(s) that are not {kind} (first: "
-                f"{raw.iloc[first]!r} at data row {first + 1}); expected {kind} or an empty cell"
+                f"{raw.iloc[first]!r} at data row {_data_row(frame, first)}); expected {kind} or an empty cell"
             )
         say(f"{path}: column {col!r}: {int(bad.sum())} non-numeric value(s) read as null (non_numeric='null')")
     return parsed.astype(np.float64)
@@ -98,7 +119,7 @@ def _times(path: Path, frame: pd.DataFrame, col: str) -> pd.Series:
         first = int(np.flatnonzero(bad.to_numpy())[0])
         raise EHRFormatError(
             f"{path}: column {col!r} has {int(bad.sum())} unparseable time(s) (first: {raw.iloc[first]!r} at data row "
-            f"{first + 1}); expected YYYY-MM-DD HH:MM:SS"
+            f"{_data_row(frame, first)}); expected YYYY-MM-DD HH:MM:SS"
         )
     return parsed
 
@@ -134,19 +155,24 @@ def _events(
 ) -> pd.DataFrame:  # fmt: skip
     spec = TABLE_SPECS[table]
     key = KEYS[table]
-    path, raw = _read(root, EVENT_FILES[table])
-    raw = raw.assign(_row=np.arange(len(raw)))
-    keys = _numbers(path, raw, key, True, "error")
-    if table == "inputevents":
-        unknown = keys.notna() & ~keys.isin(every["stay_id"])
-        if unknown.any():
-            first = int(np.flatnonzero(unknown.to_numpy())[0])
-            raise EHRFormatError(
-                f"{path}: {int(unknown.sum())} row(s) with a stay_id not in {stays_path} (first: "
-                f"{int(keys.iloc[first])} at data row {first + 1}); expected every event inside a listed ICU stay"
-            )
-    inside_cohort = keys.isin(stays[key]).to_numpy()
-    raw = raw[inside_cohort].assign(**{key: keys[inside_cohort].astype(np.int64)})
+    ids = stays[key].to_numpy(np.int64)
+    listed = every["stay_id"].to_numpy(np.int64)
+
+    def keep(path: Path, chunk: pd.DataFrame) -> pd.DataFrame:
+        keys = _numbers(path, chunk, key, True, "error")
+        if table == "inputevents":
+            unknown = keys.notna() & ~keys.isin(listed)
+            if unknown.any():
+                first = int(np.flatnonzero(unknown.to_numpy())[0])
+                raise EHRFormatError(
+                    f"{path}: {int(unknown.sum())} row(s) with a stay_id not in {stays_path} (first: "
+                    f"{int(keys.iloc[first])} at data row {_data_row(chunk, first)}); expected every event inside a "
+                    "listed ICU stay"
+                )
+        inside = keys.isin(ids).to_numpy()
+        return chunk[inside].assign(**{key: keys[inside].astype(np.int64)})
+
+    path, raw = _read(root, EVENT_FILES[table], keep)
     times = _times(path, raw, spec.time)
     if (n_null := int(times.isna().sum())) > 0:
         say(f"{path}: {n_null} row(s) of the cohort's stays without {spec.time} are outside every window (not read)")

@@ -55,7 +55,8 @@ FILES = {
     "bad_stay_id~icu~icustays.csv": STAYS.replace(",102,", ",10x,"),
     "dup_stay~icu~icustays.csv": STAYS.replace(",102,", ",101,"),
     "bad_charttime~hosp~labevents.csv": LAB_HEAD + LAB_ROW + LAB_ROW.replace("2150-01-01 01:00:00", "2150-13-01 01:00"),
-    "text_valuenum~hosp~labevents.csv": LAB_HEAD + LAB_ROW + LAB_ROW.replace(",1.3,mg", ",high,mg"),
+    "text_valuenum~hosp~labevents.csv": LAB_HEAD + LAB_ROW.replace("1,11,", "9,99,") + LAB_ROW
+    + LAB_ROW.replace(",1.3,mg", ",high,mg"),
     "text_dose~hosp~prescriptions.csv": RX_HEAD + RX_ROW + RX_ROW.replace(",5000,UNIT,5000", ",1-2,UNIT,5000"),
     "no_label~hosp~labevents.csv": LAB_HEAD + LAB_ROW + LAB_ROW.replace("50001", "50009") + LAB_ROW.replace("50001",
                                                                                                             "50007"),
@@ -135,7 +136,7 @@ BAD_INPUTS = [
      "at data row 2); expected YYYY-MM-DD HH:MM:SS"),
     ("mimic_text_valuenum", load_mimiciv, {"root": "{tmp}/text_valuenum"},
      "{tmp}/text_valuenum/hosp/labevents.csv: column 'valuenum' has 1 value(s) that are not a number (first: 'high' "
-     "at data row 2); expected a number or an empty cell"),
+     "at data row 3); expected a number or an empty cell"),
     ("mimic_text_dose", load_mimiciv, {"root": "{tmp}/text_dose"},
      "{tmp}/text_dose/hosp/prescriptions.csv: column 'dose_val_rx' has 1 value(s) that are not a number (first: '1-2' "
      "at data row 2); expected a number or an empty cell"),

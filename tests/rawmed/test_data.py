@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
-from datamodules.ehr import synthetic
+from datamodules.ehr import mimic, synthetic
 from datamodules.ehr.cohort import EHRCohort, p95_cap
 from datamodules.ehr.datamodule import EHRDataModule
 from datamodules.ehr.folder import read_folder, write_folder
@@ -210,10 +210,16 @@ def test_loader_missing_file_opens_no_socket(gen30: Path, tmp_path: Path, rel: s
     assert str(root / rel) + ".csv" in str(info.value) and "downloads are disabled" in str(info.value)
 
 
-def test_loader_ignores_extra_columns_and_reads_gz_and_2_0_headers(gen30: Path, tmp_path: Path) -> None:
-    """Extra columns change nothing, `.csv.gz` reads the same, and 2.0 headers (no order_provider_id, no caregiver_id)
-    load the same cohort. Catches positional column access and a hard requirement on 2.2-only columns."""
+def test_loader_extra_columns_gz_2_0_headers_chunks(
+    gen30: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Extra columns change nothing, `.csv.gz` reads the same, 2.0 headers (no order_provider_id, no caregiver_id)
+    load the same cohort, and reading in 7-row chunks gives the same cohort. Catches positional column access, a hard
+    requirement on 2.2-only columns, and rows lost or reordered between chunks."""
     base = load_mimiciv(str(gen30), max_events=None)
+    monkeypatch.setattr(mimic, "CHUNK_ROWS", 7)
+    _frames_equal(load_mimiciv(str(gen30), max_events=None), base)
+    monkeypatch.undo()
     extra = _copy(gen30, tmp_path / "extra")
     for rel in FILES:
         f = pd.read_csv(extra / f"{rel}.csv", dtype=str)
