@@ -69,13 +69,15 @@ class EHRDataModule(SplitLoaders, ZooDataModule):
             model, which holds the code sequences).
         batch_size: events per batch (``events``) or stays per batch (``stays``).
         seed: generator, split and shuffle seed.
+        non_numeric: ``source: mimiciv`` only: text in a numeric column (MIMIC-IV's ``dose_val_rx`` holds ranges
+            such as ``1-2``) raises (``error``) or is read as null with a count said once (``null``).
     """
 
     def __init__(
         self, source: Literal["mimic_like_icu", "mimiciv"] = "mimic_like_icu", root: str | None = None,
         n_stays: int = 1500, obs_hours: int = 12, max_events: int | str = 64, L: int = 64,  # noqa: N803
         time_mode: Literal["separate", "in_text"] = "separate", stage: Literal["events", "stays"] = "events",
-        batch_size: int = 4096, seed: int = 0,
+        batch_size: int = 4096, seed: int = 0, non_numeric: Literal["error", "null"] = "error",
     ) -> None:  # fmt: skip
         super().__init__()
         self.save_hyperparameters()
@@ -91,6 +93,7 @@ class EHRDataModule(SplitLoaders, ZooDataModule):
         checks.choice(checks.data("stage"), stage, ("events", "stays"))
         checks.integer(checks.data("batch_size"), batch_size)
         checks.integer(checks.data("seed"), seed, low=0)
+        checks.choice(checks.data("non_numeric"), non_numeric, ("error", "null"))
         if source == "mimiciv" and root is None:
             checks.fail(checks.data("root"), root, "the MIMIC-IV folder (icu/ and hosp/) with source='mimiciv'")
         self.source, self.L, self.time_mode, self.stage = source, L, time_mode, stage
@@ -101,7 +104,7 @@ class EHRDataModule(SplitLoaders, ZooDataModule):
             folder = root or str(cache_dir("rawmed", f"mimic_like_icu-{n_stays}-{obs_hours}-{seed}"))
             cohort = mimic_like_icu(folder, n_stays, obs_hours, max_events, seed)
         else:
-            cohort = load_mimiciv(root, obs_hours=obs_hours, max_events=max_events, split_seed=seed)
+            cohort = load_mimiciv(root, obs_hours, max_events, split_seed=seed, non_numeric=non_numeric)
         #: the cohort (``max_events`` applied).
         self.cohort: EHRCohort = cohort
         #: stay ids per split (train 60 / val 10 / test 15 / holdout 15, seeded by ``seed``).

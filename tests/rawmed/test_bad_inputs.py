@@ -195,6 +195,11 @@ BAD_INPUTS = [
     ("dm_stage", DM, {"stage": "codes"}, "--data.init_args.stage='codes': expected one of 'events', 'stays'"),
     ("dm_batch_size", DM, {"batch_size": 0}, "--data.init_args.batch_size=0: expected an integer >= 1"),
     ("dm_seed", DM, {"seed": -1}, "--data.init_args.seed=-1: expected an integer >= 0"),
+    ("dm_non_numeric", DM, {"non_numeric": "drop"},
+     "--data.init_args.non_numeric='drop': expected one of 'error', 'null'"),
+    ("dm_text_dose", DM, {"source": "mimiciv", "root": "{tmp}/text_dose"},
+     "{tmp}/text_dose/hosp/prescriptions.csv: column 'dose_val_rx' has 1 value(s) that are not a number (first: '1-2' "
+     "at data row 2); expected a number or an empty cell"),
 ]  # fmt: skip
 
 
@@ -220,5 +225,7 @@ def test_good_files_of_the_table_load(folders: Path) -> None:
     assert c.tables["labevents"]["itemid"].tolist() == ["Creatinine"]
     c = load_mimiciv(str(folders / "text_dose"), max_events=None, non_numeric="null")
     assert c.tables["prescriptions"]["dose_val_rx"].isna().tolist() == [False, True]
+    dm = EHRDataModule(source="mimiciv", root=str(folders / "text_dose"), n_stays=20, non_numeric="null", L=32)
+    assert dm.cohort.tables["prescriptions"]["dose_val_rx"].isna().tolist() == [False, True]
     stays, tables = read_folder(folders / "fold_ok")
     assert stays == [101, 102] and tables["inputevents"]["itemid"].tolist() == ["NaCl 0.9%"]
