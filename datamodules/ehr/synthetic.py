@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import heapq
 import json
+import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -303,11 +306,22 @@ def mimic_like_icu(
     if marker.is_file() and json.loads(marker.read_text()) == args:
         truth = {"stays": pd.read_csv(folder / "truth_stays.csv"), "kcl": pd.read_csv(folder / "truth_kcl.csv")}
     else:
+        # written into a private folder, then moved file by file (each move atomic): two processes generating the
+        # same (deterministic) folder at once never read a half-written file
+        folder.mkdir(parents=True, exist_ok=True)
         marker.unlink(missing_ok=True)
-        truth = generate_mimic_like(folder, n_stays, obs_hours, seed)
-        truth["stays"].to_csv(folder / "truth_stays.csv", index=False)
-        truth["kcl"].to_csv(folder / "truth_kcl.csv", index=False)
-        marker.write_text(json.dumps(args))
+        scratch = Path(tempfile.mkdtemp(prefix=".generating-", dir=folder))
+        try:
+            truth = generate_mimic_like(scratch, n_stays, obs_hours, seed)
+            truth["stays"].to_csv(scratch / "truth_stays.csv", index=False)
+            truth["kcl"].to_csv(scratch / "truth_kcl.csv", index=False)
+            (scratch / MARKER).write_text(json.dumps(args))
+            for src in sorted(p for p in scratch.rglob("*") if p.is_file() and p.name != MARKER):
+                (folder / src.relative_to(scratch)).parent.mkdir(parents=True, exist_ok=True)
+                os.replace(src, folder / src.relative_to(scratch))
+            os.replace(scratch / MARKER, marker)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
     cohort = load_mimiciv(str(folder), obs_hours=obs_hours, max_events=max_events, split_seed=seed)
     cohort.truth = truth
     return cohort
