@@ -100,11 +100,12 @@ class EHRDataModule(SplitLoaders, ZooDataModule):
         self.batch_size, self.seed = batch_size, seed
         #: observation window in hours.
         self.obs_hours: int = obs_hours
+        #: the MIMIC-IV folder read (for ``mimic_like_icu``, where the generated files are).
+        self.root: str = root or str(cache_dir("rawmed", f"mimic_like_icu-{n_stays}-{obs_hours}-{seed}"))
         if source == "mimic_like_icu":
-            folder = root or str(cache_dir("rawmed", f"mimic_like_icu-{n_stays}-{obs_hours}-{seed}"))
-            cohort = mimic_like_icu(folder, n_stays, obs_hours, max_events, seed)
+            cohort = mimic_like_icu(self.root, n_stays, obs_hours, max_events, seed)
         else:
-            cohort = load_mimiciv(root, obs_hours, max_events, split_seed=seed, non_numeric=non_numeric)
+            cohort = load_mimiciv(self.root, obs_hours, max_events, split_seed=seed, non_numeric=non_numeric)
         #: the cohort (``max_events`` applied).
         self.cohort: EHRCohort = cohort
         #: stay ids per split (train 60 / val 10 / test 15 / holdout 15, seeded by ``seed``).

@@ -17,7 +17,7 @@ from datamodules.ehr.cohort import EHRCohort, p95_cap
 from datamodules.ehr.datamodule import EHRDataModule
 from datamodules.ehr.folder import read_folder, write_folder
 from datamodules.ehr.mimic import REQUIRED, load_mimiciv
-from datamodules.ehr.serialize import parse_event, time_digits
+from datamodules.ehr.serialize import EventTokenizer, frame_tokens, parse_event, time_digits
 from datamodules.ehr.synthetic import LABS, generate_mimic_like, mimic_like_icu
 from datamodules.ehr.tables import TABLE_SPECS, TABLES, EHRFormatError
 
@@ -369,6 +369,18 @@ def test_datamodule_shapes_and_order(dm60: EHRDataModule) -> None:
     for k in short[:50]:
         parsed = parse_event(dm.tokenizer.decode(e["input_ids"][k]))
         assert parsed is not None and parsed[0] == TABLES[int(e["table"][k])]
+
+
+def test_datamodule_fits_on_train(dm60: EHRDataModule) -> None:
+    """The vocabulary is fitted on the train events only and max_events='p95' is the train counts' 95th percentile of
+    the uncapped cohort. Catches a vocabulary or cap fitted on all stays (a leak from test/holdout)."""
+    train_events = dm60.cohort.subset(dm60.splits["train"]).events()
+    assert dm60.tokenizer.vocab == EventTokenizer().fit(frame_tokens(train_events)).vocab
+    p95 = EHRDataModule(n_stays=60, max_events="p95", seed=0)
+    uncapped = load_mimiciv(p95.root, max_events=None)
+    cap = p95_cap(uncapped, p95.splits["train"])
+    assert p95.cohort.max_events == cap and p95.cohort.counts().max() <= cap
+    assert cap < uncapped.counts().max()
 
 
 def test_datamodule_loaders_seeded(dm60: EHRDataModule) -> None:
