@@ -36,6 +36,7 @@ TIME_WORD = "time"
 GLUE = "##"
 
 _PIECES = re.compile(r"\d|[.\-]|[^\s\d.\-]+")
+_NUMBER_CHARS = frozenset("0123456789.")
 
 
 class SerializationError(ValueError):
@@ -108,7 +109,7 @@ def text_pieces(text: str) -> list[tuple[str, int]]:
         j = i
         while (
             j < len(matches)
-            and matches[j].group() in "0123456789."
+            and matches[j].group() in _NUMBER_CHARS
             and (j == i or matches[j].start() == matches[j - 1].end())
         ):
             j += 1
