@@ -1,0 +1,1 @@
+"""Multi-table time-series EHR data: tables, generator, MIMIC-IV reader, cohort, folder format, serialization."""
