@@ -117,6 +117,10 @@ class EHRDataModule(SplitLoaders, ZooDataModule):
         self.tokenizer: EventTokenizer = EventTokenizer().fit(frame_tokens(self._split_events("train"), self._obs()))
         #: vocabulary size, linked into the models.
         self.vocab_size: int | None = len(self.tokenizer)
+        #: time digits per event in the AR sequence, linked into ``RawMedAR.time_slots`` (= ``time_len``).
+        self.time_slots: int = self.time_len
+        #: the per-stay event cap in effect (the longest stay when the cohort is uncapped): sizes the AR sequences.
+        self.max_events_cap: int = int(cohort.max_events or max(int(cohort.counts().max()), 1))
 
     def _obs(self) -> int | None:
         return self.obs_hours if self.time_mode == "in_text" else None

@@ -154,7 +154,6 @@ class _Synthesizer(ZooModule):
         if self._trainer is None or self.trainer.sanity_checking or getattr(self.trainer, "fast_dev_run", False):
             return
         from datamodules.ehr.folder import read_folder, write_folder
-
         from zoo.rawmed import metrics
 
         datamodule, folder = self.trainer.datamodule, Path(run_dir(self.trainer))
@@ -303,7 +302,6 @@ class RawMedAR(_Synthesizer):
     def generate(self) -> tuple[list[int], dict[str, Any], dict[str, float]]:
         """Sample stays (KV cache, per-slot masks), decode their codes to text, post-process into tables."""
         from datamodules.ehr.serialize import digits_time
-
         from zoo.rawmed.baselines import SYNTHETIC_STAY0
         from zoo.rawmed.postprocess import postprocess
 
@@ -390,7 +388,6 @@ class SyntheticBaseline(_Synthesizer):
     def generate(self) -> tuple[list[int], dict[str, Any], dict[str, float]]:
         """The marginal draw or the copy of the train split."""
         from datamodules.ehr.folder import read_folder
-
         from zoo.rawmed.baselines import copy_tables, marginal_tables
 
         datamodule = self.trainer.datamodule

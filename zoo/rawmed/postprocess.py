@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
+
 from datamodules.ehr.serialize import TIME_WORD, digits_time, join_pieces
 from datamodules.ehr.tables import TABLE_SPECS, TABLES
 
