@@ -4,12 +4,12 @@
   512, K 256, 2 time digits + 8 codes per event) sampled with the per-layer KV cache vs the naive full recompute of
   the prefix at every step, same model, same generator, same masks. Card: batch 256, length 642 (64·10 + 2); target
   ≥ 5×. The naive sampler is O(T²): at batch 256 it needs minutes per prefix on one thread, so both samplers run the
-  same prefixes (``--lengths``, default 42, 82, 162) at ``--batch`` and the cache alone also runs the full 642; the
+  same prefixes (``--lengths``, default 22, 42, 82) at ``--batch`` and the cache alone also runs the full 642; the
   ratio is printed per length (it grows with the length).
 - **Stage 1** (``perf/events_per_s``): training steps (forward, backward, AdamW) of the CPU event RQ-VAE (L 64, F 64,
   L_z 4, F_z 64, K 256, D 2) on random event-like ids, batch ``--events`` (card: 4,096). Target ≥ 2k events/s.
 
-    python benchmarks/rawmed.py [--batch 256] [--lengths 42 82 162] [--full 642] [--events 4096] [--repeats 3]
+    python benchmarks/rawmed.py [--batch 256] [--lengths 22 42 82] [--full 642] [--events 4096] [--repeats 1]
 
 No assertions: it prints the measurements, ratios and targets.
 """
@@ -19,19 +19,21 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections.abc import Iterator
 
 import torch
 
 
-def timed(fn, repeats: int) -> float:
-    """Median seconds of ``repeats`` calls of ``fn`` after one warm-up call."""
-    fn()
-    times = []
+def timed(fn, repeats: int, warmup: bool = True) -> tuple[float, object]:
+    """Median seconds of ``repeats`` calls of ``fn`` (after one warm-up call) and the last result."""
+    if warmup:
+        fn()
+    times, result = [], None
     for _ in range(repeats):
         start = time.perf_counter()
-        fn()
+        result = fn()
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return statistics.median(times), result
 
 
 def sample_fixed(model, n: int, length: int, use_cache: bool, seed: int) -> torch.Tensor:
@@ -39,7 +41,7 @@ def sample_fixed(model, n: int, length: int, use_cache: bool, seed: int) -> torc
     return model.sample(n, length, top_k=64, generator=torch.Generator().manual_seed(seed), use_cache=use_cache)
 
 
-def sampling(batch: int, lengths: list[int], full: int, repeats: int) -> list[str]:
+def sampling(batch: int, lengths: list[int], full: int, repeats: int) -> Iterator[str]:
     """Cached vs naive sampling throughput per prefix length, and the cached sampler at the full length."""
     from zoo.rawmed.model import EventAR
 
@@ -48,28 +50,22 @@ def sampling(batch: int, lengths: list[int], full: int, repeats: int) -> list[st
                     max_len=max(full, *lengths)).eval()  # fmt: skip
     with torch.no_grad():  # EOS/PAD get no mass, so no stay ends early and both samplers run every step
         model.proj.bias[[model.EOS, model.PAD]] = -1e4
-    lines = [
-        f"sampling: EventAR 4 layers, d 128, 4 heads, FFN 512, K 256; batch {batch}; tokens/s = batch·(length−1)/s"
-    ]
+    yield f"sampling: EventAR 4 layers, d 128, 4 heads, FFN 512, K 256; batch {batch}; tokens/s = batch·(length−1)/s"
+    sample_fixed(model, batch, 12, True, 0)  # warm-up
+    sample_fixed(model, batch, 12, False, 0)
     for length in lengths:
-        r = max(1, repeats if length <= 100 else 1)
-        t_cache = timed(lambda: sample_fixed(model, batch, length, True, 0), r)  # noqa: B023
-        t_naive = timed(lambda: sample_fixed(model, batch, length, False, 0), r)  # noqa: B023
-        a = sample_fixed(model, batch, length, True, 1)
-        b = sample_fixed(model, batch, length, False, 1)
+        t_cache, a = timed(lambda: sample_fixed(model, batch, length, True, 0), repeats, warmup=False)  # noqa: B023
+        t_naive, b = timed(lambda: sample_fixed(model, batch, length, False, 0), repeats, warmup=False)  # noqa: B023
         same = "identical" if torch.equal(a, b) else "DIFFERENT"
         tok = batch * (length - 1)
-        lines.append(
-            f"  length {length:4d}: cached {tok / t_cache:9.0f} tok/s ({t_cache:7.2f} s), naive {tok / t_naive:9.0f} "
+        yield (
+            f"  length {length:4d}: cached {tok / t_cache:8.0f} tok/s ({t_cache:7.2f} s), naive {tok / t_naive:8.0f} "
             f"tok/s ({t_naive:7.2f} s); cached/naive {t_naive / t_cache:5.1f}x (target >= 5x at 642); samples {same}"
         )
     if full:
-        t_cache = timed(lambda: sample_fixed(model, batch, full, True, 0), 1)
+        t_cache, _ = timed(lambda: sample_fixed(model, batch, full, True, 0), 1, warmup=False)
         tok = batch * (full - 1)
-        lines.append(
-            f"  length {full:4d}: cached {tok / t_cache:9.0f} tok/s ({t_cache:7.2f} s); naive not run (O(T^2))"
-        )
-    return lines
+        yield f"  length {full:4d}: cached {tok / t_cache:8.0f} tok/s ({t_cache:7.2f} s); naive not run (O(T^2))"
 
 
 def event_ids(n: int, L: int, vocab: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -87,7 +83,7 @@ def event_ids(n: int, L: int, vocab: int, seed: int) -> tuple[torch.Tensor, torc
     return input_ids, type_ids, dpe_ids
 
 
-def stage_one(events: int, vocab: int, repeats: int) -> list[str]:
+def stage_one(events: int, vocab: int, repeats: int) -> Iterator[str]:
     """Training steps per second of the CPU event RQ-VAE, in events/s."""
     from zoo.rawmed.model import EventRQVAE
 
@@ -101,26 +97,25 @@ def stage_one(events: int, vocab: int, repeats: int) -> list[str]:
         model(*batch)["loss"].backward()
         opt.step()
 
-    seconds = timed(step, repeats)
-    with torch.no_grad():
-        t_enc = timed(lambda: model.encode(*batch), repeats)
-    return [
-        f"stage 1: EventRQVAE L 64, F 64, L_z 4, F_z 64, K 256, D 2, vocab {vocab}; batch {events}",
+    yield f"stage 1: EventRQVAE L 64, F 64, L_z 4, F_z 64, K 256, D 2, vocab {vocab}; batch {events}"
+    seconds, _ = timed(step, repeats)
+    yield (
         f"  training step {seconds:.2f} s: {events / seconds:7.0f} events/s (target >= 2000 events/s; "
-        f"{events / seconds / 2000:.2f}x the target)",
-        f"  encode (eval, no grad) {t_enc:.2f} s: {events / t_enc:7.0f} events/s",
-    ]
+        f"{events / seconds / 2000:.2f}x the target)"
+    )
+    t_enc, _ = timed(lambda: model.encode(*batch), repeats)
+    yield f"  encode (eval, no grad) {t_enc:.2f} s: {events / t_enc:7.0f} events/s"
 
 
 def main() -> None:
     """Print the measurements, their ratios and targets."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=256, help="sampling batch (card: 256)")
-    parser.add_argument("--lengths", type=int, nargs="*", default=[42, 82, 162], help="prefixes run by both samplers")
+    parser.add_argument("--lengths", type=int, nargs="*", default=[22, 42, 82], help="prefixes run by both samplers")
     parser.add_argument("--full", type=int, default=642, help="full length run by the cached sampler (0: skip)")
     parser.add_argument("--events", type=int, default=4096, help="stage-1 batch (card: 4096)")
     parser.add_argument("--vocab", type=int, default=400, help="stage-1 word vocabulary size")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--skip-sampling", action="store_true")
     parser.add_argument("--skip-stage1", action="store_true")
     args = parser.parse_args()
