@@ -487,7 +487,9 @@ def dedup_against(test: pd.DataFrame, train: pd.DataFrame, columns: Sequence[str
     return test[merged["_in_train"].isna().to_numpy()]
 
 
-def _features(train: pd.DataFrame, others: Sequence[pd.DataFrame], numeric: list[str], categorical: list[str]) -> Any:
+def _features(
+    train: pd.DataFrame, others: Sequence[pd.DataFrame], numeric: list[str], categorical: list[str], min_frac: float
+) -> Any:
     from sklearn.compose import ColumnTransformer
     from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
@@ -496,7 +498,12 @@ def _features(train: pd.DataFrame, others: Sequence[pd.DataFrame], numeric: list
     if numeric:
         parts.append(("num", StandardScaler(), numeric))
     if categorical:
-        parts.append(("cat", OneHotEncoder(handle_unknown="ignore", sparse_output=False), categorical))
+        # categories under min_frac of the training rows share one "infrequent" column [ours]: a free-text column
+        # (labevents.value) would otherwise give thousands of dense one-hot columns
+        onehot = OneHotEncoder(
+            handle_unknown="infrequent_if_exist", sparse_output=False, min_frequency=min_frac if min_frac > 0 else None
+        )
+        parts.append(("cat", onehot, categorical))
     encoder = ColumnTransformer(parts, sparse_threshold=0.0)
     prep = [f[[*numeric, *categorical]].astype({c: object for c in categorical}) for f in (train, *others)]
     for f in prep:
@@ -510,7 +517,8 @@ def _gbm(kind: Literal["classifier", "regressor"], gbm: Literal["sklearn", "xgbo
             from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
 
             cls = HistGradientBoostingClassifier if kind == "classifier" else HistGradientBoostingRegressor
-            return cls(max_iter=100, random_state=seed)
+            # no early stopping: exactly 100 iterations (its stratified split also fails on singleton classes)
+            return cls(max_iter=100, early_stopping=False, random_state=seed)
         case "xgboost":
             import xgboost
 
@@ -521,9 +529,9 @@ def _gbm(kind: Literal["classifier", "regressor"], gbm: Literal["sklearn", "xgbo
 
 def _fit_predict(
     train: pd.DataFrame, test: pd.DataFrame, target: str, numeric: list[str], categorical: list[str],
-    is_categorical: bool, gbm: Literal["sklearn", "xgboost"], seed: int,
+    is_categorical: bool, gbm: Literal["sklearn", "xgboost"], seed: int, onehot_min_frac: float,
 ) -> np.ndarray:  # fmt: skip
-    x_train, (x_test,) = _features(train, [test], numeric, categorical)
+    x_train, (x_test,) = _features(train, [test], numeric, categorical, onehot_min_frac)
     y = train[target].to_numpy()
     if is_categorical:
         classes, codes = np.unique(y.astype(str), return_inverse=True)
@@ -542,6 +550,7 @@ def predictive_similarity(
     min_class_frac: float = 0.001,
     seed: int = 0,
     targets: Sequence[str] | None = None,
+    onehot_min_frac: float = 0.001,
 ) -> dict[str, float]:
     """Each column in turn is the target of a GBM on the other columns: TRTR (fit on real train) vs TSTR (on synthetic).
 
@@ -558,6 +567,8 @@ def predictive_similarity(
         min_class_frac: classes under this share of the real-train rows are removed.
         seed: the GBMs' random state.
         targets: ``<table>/<column>`` targets to run (default: every column of every table).
+        onehot_min_frac: input categories under this share of the training rows share one one-hot column [ours];
+            0 keeps every category.
     """
     from sklearn.metrics import accuracy_score, f1_score
 
@@ -582,7 +593,7 @@ def predictive_similarity(
                 continue
             truth = test[target].to_numpy()
             for arm, train in (("trtr", r_train), ("tstr", s_train)):
-                pred = _fit_predict(train, test, target, numeric, categorical, is_cat, gbm, seed)
+                pred = _fit_predict(train, test, target, numeric, categorical, is_cat, gbm, seed, onehot_min_frac)
                 key = f"predictive/{table}/{target}"
                 if is_cat:
                     truth_s = truth.astype(str)
