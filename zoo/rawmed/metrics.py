@@ -21,41 +21,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-try:  # the shared table specification (helper DATA's module); the literal below is the interface of issue #27
-    from datamodules.ehr.tables import ITEM_UNRELATED, TABLE_SPECS, TABLES
-except ImportError:  # pragma: no cover - until datamodules.ehr lands on main
-    from dataclasses import dataclass
-
-    @dataclass(frozen=True)
-    class _TableSpec:
-        name: str
-        time: str
-        item: str
-        numeric: tuple[str, ...]
-        categorical: tuple[str, ...]
-
-        @property
-        def columns(self) -> tuple[str, ...]:
-            return (self.item, *self.numeric, *(c for c in self.categorical if c != self.item))
-
-    TABLES = ("labevents", "prescriptions", "inputevents")
-    TABLE_SPECS = {
-        "labevents": _TableSpec(
-            "labevents", "charttime", "itemid", ("valuenum", "ref_range_lower", "ref_range_upper"),
-            ("itemid", "value", "valueuom", "flag", "priority", "comments"),
-        ),
-        "prescriptions": _TableSpec(
-            "prescriptions", "starttime", "drug", ("doses_per_24_hrs", "dose_val_rx", "form_val_disp"),
-            ("drug", "drug_type", "prod_strength", "dose_unit_rx", "form_unit_disp", "route"),
-        ),
-        "inputevents": _TableSpec(
-            "inputevents", "starttime", "itemid",
-            ("amount", "rate", "patientweight", "totalamount", "originalamount", "originalrate"),
-            ("itemid", "amountuom", "rateuom", "ordercategoryname", "secondaryordercategoryname",
-             "ordercomponenttypedescription", "ordercategorydescription", "totalamountuom", "isopenbag"),
-        ),
-    }  # fmt: skip
-    ITEM_UNRELATED = {"inputevents": ("patientweight",)}
+from datamodules.ehr.tables import ITEM_UNRELATED, TABLE_SPECS, TABLES
 
 #: A folder as ``read_folder`` returns it: (every stay id, {table: frame}).
 Folder = tuple[list[int], dict[str, pd.DataFrame]]

@@ -155,6 +155,7 @@ class _Synthesizer(ZooModule):
             return
         from datamodules.ehr.folder import read_folder, write_folder
         from zoo.rawmed import metrics
+        from zoo.rawmed.evaluate import write_report
 
         datamodule, folder = self.trainer.datamodule, Path(run_dir(self.trainer))
         stays, tables, gen = self.generate()
@@ -170,7 +171,7 @@ class _Synthesizer(ZooModule):
         self.evaluation = flat
         with open(folder / "metrics.json", "w", encoding="utf-8") as handle:
             json.dump({"generation": gen, "evaluation": found}, handle, indent=1, default=str)
-        metrics.write_report(found, real["test"], synthetic, str(folder))
+        write_report(found, real["test"], synthetic, str(folder))
         for logger in self.loggers:
             logger.log_metrics(flat, step=self.trainer.global_step)
         self.trainer.callback_metrics.update({k: torch.tensor(v) for k, v in flat.items()})
