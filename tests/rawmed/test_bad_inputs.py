@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, assert_user_error
 
 from datamodules.ehr.datamodule import EHRDataModule
 from datamodules.ehr.folder import read_folder
@@ -229,3 +230,50 @@ def test_good_files_of_the_table_load(folders: Path) -> None:
     assert dm.cohort.tables["prescriptions"]["dose_val_rx"].isna().tolist() == [False, True]
     stays, tables = read_folder(folders / "fold_ok")
     assert stays == [101, 102] and tables["inputevents"]["itemid"].tolist() == ["NaCl 0.9%"]
+
+
+# --- through the real entry point: `zoo fit -c configs/rawmed/<config>.yaml <args> --trainer.fast_dev_run=1` ---------
+
+#: jsonargparse names the class after a bad ``Literal`` choice.
+RQVAE, AR, BASE = (" (zoo.rawmed.module.RawMedRQVAE)", " (zoo.rawmed.module.RawMedAR)",
+                   " (zoo.rawmed.module.SyntheticBaseline)")  # fmt: skip
+TINY = ["--data.init_args.n_stays=40", "--data.init_args.max_events=8"]
+
+CLI_ROWS = [
+    # data rows end to end (the table above has them all)
+    ("cli_missing_file", "rqvae", ["--data.init_args.source=mimiciv", "--data.init_args.root={tmp}/no_d_items"],
+     "{tmp}/no_d_items/icu/d_items.csv: no such file (nor .csv.gz); expected the MIMIC-IV file icu/d_items.csv[.gz] "
+     "under root='{tmp}/no_d_items' (downloads are disabled: obtain MIMIC-IV from PhysioNet and place it there)"),
+    ("cli_missing_columns", "copy", ["--data.init_args.source=mimiciv", "--data.init_args.root={tmp}/no_los"],
+     "{tmp}/no_los/icu/icustays.csv: missing column(s) ['los']; expected subject_id, hadm_id, stay_id, first_careunit, "
+     "last_careunit, intime, outtime, los (others are ignored), found subject_id, hadm_id, stay_id, first_careunit, "
+     "last_careunit, intime, outtime"),
+    # module values
+    ("rqvae_L_not_power_of_two", "rqvae", [*TINY, "--model.init_args.L=48"],
+     "--model.init_args.L=48: expected L / L_z (L_z=4) to be a power of 2 >= 2 (one stride-2 stage each)"),
+    ("rqvae_decay_1", "rqvae", [*TINY, "--model.init_args.decay=1.0"],
+     "--model.init_args.decay=1.0: expected a number in (0, 1)"),
+    ("rqvae_recon_loss", "rqvae", [*TINY, "--model.init_args.recon_loss=mse"],
+     "--model.init_args.recon_loss='mse': expected one of 'ce', 'mse_embed'" + RQVAE),
+    ("ar_no_pretrained", "default", [*TINY, "--model.init_args.pretrained=null"],
+     "--model.init_args.pretrained=None: expected the stage-1 checkpoint or recipe (configs/rawmed/rqvae.yaml)"),
+    ("ar_missing_checkpoint", "default", [*TINY, "--model.init_args.pretrained={tmp}/missing.ckpt"],
+     "--model.init_args.pretrained='{tmp}/missing.ckpt': no such checkpoint"),
+    ("ar_top_k_0", "default", [*TINY, "--model.init_args.top_k=0"],
+     "--model.init_args.top_k=0: expected an integer >= 1"),
+    ("ar_nonmonotone", "default", [*TINY, "--model.init_args.nonmonotone=keep"],
+     "--model.init_args.nonmonotone='keep': expected one of 'drop', 'sort'" + AR),
+    ("ar_eval_part", "default", [*TINY, "--model.init_args.eval_parts=[fidelity,speed]"],
+     "--model.init_args.eval_parts='speed': expected one of 'fidelity', 'temporal', 'utility', 'privacy', "
+     "'predictive', 'next_event'"),
+    ("baseline_kind", "marginal", [*TINY, "--model.init_args.kind=sdv"],
+     "--model.init_args.kind='sdv': expected one of 'marginal', 'copy'" + BASE),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("config", "args", "line"), [r[1:] for r in CLI_ROWS], ids=[r[0] for r in CLI_ROWS])
+def test_bad_input_through_zoo_fit(folders: Path, capsys: pytest.CaptureFixture[str], config: str, args: list[str],
+                                   line: str) -> None:  # fmt: skip
+    """Catches an error that reaches the user as a traceback, or as a line without the option, file or field."""
+    cli = ["fit", "-c", str(ROOT / f"configs/rawmed/{config}.yaml"), *args, "--trainer.fast_dev_run=1"]
+    assert_user_error(cli, line, capsys, folders)

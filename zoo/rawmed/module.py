@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -32,6 +33,10 @@ from zoo.core.config import run_dir
 from zoo.core.datamodule import require
 from zoo.core.messages import say
 from zoo.core.module import ZooModule
+
+# Stage 2 keeps the frozen RQ-VAE in eval mode on purpose; the baselines have no validation step.
+warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode at the start of training")
+warnings.filterwarnings("ignore", message=r"You passed in a `val_dataloader` but have no `validation_step`")
 
 ReconLoss = Literal["ce", "mse_embed"]
 CodeOrder = Literal["position_major", "depth_major"]
