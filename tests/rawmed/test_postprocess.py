@@ -106,3 +106,10 @@ def test_marginal_draws_counts_times_and_columns_from_the_train_marginals() -> N
     assert set(lab["valuenum"]) <= set(tables["labevents"]["valuenum"])
     pairs = lab.groupby("itemid")["valuenum"].nunique()
     assert (pairs > 2).all()  # each item takes values of the other items: independent columns
+
+
+def test_a_time_outside_the_window_is_an_invalid_event() -> None:
+    """Two time digits can write 990 minutes; at 12 h an event at 720 or later is invalid and drops its stay."""
+    good = _tokens("labevents", LAB)
+    kept, _, stats = postprocess([[(0, good), (790, good)], [(710, good)]], [1, 2], window=720)
+    assert kept == [2] and stats.invalid_events == 1 and stats.dropped_invalid == 1

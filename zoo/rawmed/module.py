@@ -334,7 +334,8 @@ class RawMedAR(_Synthesizer):
                 events.append([(digits_time(d) if self.time_slots else None, text)
                                for (d, _), text in zip(stay, texts, strict=True)])  # fmt: skip
         ids = [SYNTHETIC_STAY0 + i for i in range(n)]
-        kept, tables, stats = postprocess(events, ids, self.nonmonotone)
+        window = self.trainer.datamodule.obs_hours * 60
+        kept, tables, stats = postprocess(events, ids, self.nonmonotone, window)
         return kept, tables, {**stats.as_dict(), "layout_errors": float(layout_errors), "requested": float(n)}
 
 

@@ -8,7 +8,8 @@ digits, or ``None`` when the text carries the time: ``time_mode: in_text``). Per
 2. snap a misspelled table or column name to the nearest known one by Levenshtein distance (invalid if > 2:
    reconstruction; the word-level tokenizer cannot misspell, a sub-word one can);
 3. strip stray characters from numeric fields (``12.3a`` → 12.3; still not a float → invalid);
-4. check that times do not decrease within a stay;
+4. check that times do not decrease within a stay (and lie in the observation window: a time at or after its end is
+   an invalid event);
 5. drop every stay with an invalid event; a stay whose times decrease is dropped (``nonmonotone: drop``, default)
    or its events sorted by time (``sort``);
 6. return the stays as event tables in the folder format (``stay_id``, ``time``, then the table's columns).
@@ -147,13 +148,16 @@ class PostStats:
 
 
 def postprocess(stays: Sequence[Sequence[tuple[int | None, Sequence[str]]]], stay_ids: Sequence[int],
-                nonmonotone: NonMonotone = "drop") -> tuple[list[int], dict[str, pd.DataFrame], PostStats]:  # fmt: skip
+                nonmonotone: NonMonotone = "drop",
+                window: int | None = None) -> tuple[list[int], dict[str, pd.DataFrame], PostStats]:  # fmt: skip
     """Generated stays to event tables in the folder format.
 
     Args:
         stays: per stay, its events as ``(minutes | None, tokens)``; ``minutes`` ``None`` means the text carries it.
         stay_ids: the id of each generated stay.
         nonmonotone: ``drop`` (default) or ``sort`` a stay whose times decrease.
+        window: the observation window in minutes: an event at or after it is invalid (two time digits can write
+            up to 990 minutes in a 720-minute window).
 
     Returns:
         The kept stay ids, the tables (every table present, possibly empty), and the counts.
@@ -168,7 +172,7 @@ def postprocess(stays: Sequence[Sequence[tuple[int | None, Sequence[str]]]], sta
             stats.events += 1
             event = parse_lenient(tokens)
             when = minutes if minutes is not None else (event[2] if event is not None else None)
-            if event is None or when is None:
+            if event is None or when is None or (window is not None and not 0 <= when < window):
                 bad += 1
                 continue
             parsed.append((int(when), event[0], event[1]))
