@@ -238,6 +238,7 @@ def test_good_files_of_the_table_load(folders: Path) -> None:
 RQVAE, AR, BASE = (" (zoo.rawmed.module.RawMedRQVAE)", " (zoo.rawmed.module.RawMedAR)",
                    " (zoo.rawmed.module.SyntheticBaseline)")  # fmt: skip
 TINY = ["--data.init_args.n_stays=40", "--data.init_args.max_events=8"]
+SMOKE = [*TINY, "--model.init_args.pretrained=configs/rawmed/rqvae_tiny.yaml"]  # the stage-1 smoke recipe
 
 CLI_ROWS = [
     # data rows end to end (the table above has them all)
@@ -259,11 +260,11 @@ CLI_ROWS = [
      "--model.init_args.pretrained=None: expected the stage-1 checkpoint or recipe (configs/rawmed/rqvae.yaml)"),
     ("ar_missing_checkpoint", "default", [*TINY, "--model.init_args.pretrained={tmp}/missing.ckpt"],
      "--model.init_args.pretrained='{tmp}/missing.ckpt': no such checkpoint"),
-    ("ar_top_k_0", "default", [*TINY, "--model.init_args.top_k=0"],
+    ("ar_top_k_0", "default", [*SMOKE, "--model.init_args.top_k=0"],
      "--model.init_args.top_k=0: expected an integer >= 1"),
-    ("ar_nonmonotone", "default", [*TINY, "--model.init_args.nonmonotone=keep"],
+    ("ar_nonmonotone", "default", [*SMOKE, "--model.init_args.nonmonotone=keep"],
      "--model.init_args.nonmonotone='keep': expected one of 'drop', 'sort'" + AR),
-    ("ar_eval_part", "default", [*TINY, "--model.init_args.eval_parts=[fidelity,speed]"],
+    ("ar_eval_part", "default", [*SMOKE, "--model.init_args.eval_parts=[fidelity,speed]"],
      "--model.init_args.eval_parts='speed': expected one of 'fidelity', 'temporal', 'utility', 'privacy', "
      "'predictive', 'next_event'"),
     ("baseline_kind", "marginal", [*TINY, "--model.init_args.kind=sdv"],

@@ -4,6 +4,14 @@ from zoo.core.manifest import Manifest
 
 #: A tiny cohort and model so a config smoke-runs in seconds (the stage-1 recipe is smoke-run by fast_dev_run).
 _DATA = ("--data.init_args.n_stays=40", "--data.init_args.max_events=8")
+#: A tiny transformer on the smoke recipes (configs/rawmed/rqvae_tiny*.yaml: the same 40 stays, so the same vocabulary).
+_AR = (
+    "--trainer.max_epochs=1",
+    "--model.init_args.layers=1",
+    "--model.init_args.d=16",
+    "--model.init_args.ffn=32",
+    "--model.init_args.eval_parts=[fidelity]",
+)
 
 MANIFEST = Manifest(
     slug="rawmed",
@@ -35,27 +43,9 @@ MANIFEST = Manifest(
     tiny={
         "*": _DATA,
         "rqvae*": ("--trainer.max_epochs=1", "--data.init_args.batch_size=64"),
-        "default*": (
-            "--trainer.max_epochs=1",
-            "--model.init_args.layers=1",
-            "--model.init_args.d=16",
-            "--model.init_args.ffn=32",
-            "--model.init_args.eval_parts=[fidelity]",
-        ),
-        "no_timesep*": (
-            "--trainer.max_epochs=1",
-            "--model.init_args.layers=1",
-            "--model.init_args.d=16",
-            "--model.init_args.ffn=32",
-            "--model.init_args.eval_parts=[fidelity]",
-        ),
-        "vq_depth1*": (
-            "--trainer.max_epochs=1",
-            "--model.init_args.layers=1",
-            "--model.init_args.d=16",
-            "--model.init_args.ffn=32",
-            "--model.init_args.eval_parts=[fidelity]",
-        ),
+        "default*": (*_AR, "--model.init_args.pretrained=configs/rawmed/rqvae_tiny.yaml"),
+        "vq_depth1*": (*_AR, "--model.init_args.pretrained=configs/rawmed/rqvae_tiny.yaml"),
+        "no_timesep*": (*_AR, "--model.init_args.pretrained=configs/rawmed/rqvae_tiny_in_text.yaml"),
         "marginal*": ("--model.init_args.eval_parts=[fidelity]",),
         "copy*": ("--model.init_args.eval_parts=[fidelity]",),
     },

@@ -207,6 +207,8 @@ class RawMedAR(_Synthesizer):
         nonmonotone: ``drop`` (default) or ``sort`` a generated stay whose times decrease.
         eval_parts: evaluator parts (default all: fidelity, temporal, utility, privacy, predictive, next_event).
         seed: the sampling and evaluation seed.
+        stage1: the stage-1 hyperparameters (default: read from ``pretrained``; a checkpoint of this module carries
+            them, so it loads without the stage-1 file).
     """
 
     name: ClassVar[str] = "rawmed"
@@ -217,8 +219,9 @@ class RawMedAR(_Synthesizer):
                  heads: int = 4, ffn: int = 512, dropout: float = 0.1, norm_first: bool = False, lr: float = 3e-4,
                  weight_decay: float = 0.01, top_k: int = 64, temperature: float = 1.0, max_len: int | None = None,
                  gen_batch: int = 64, n_generate: int | None = None, nonmonotone: NonMonotone = "drop",
-                 eval_parts: list[str] | None = None, seed: int = 0) -> None:  # fmt: skip
-        if pretrained is None:
+                 eval_parts: list[str] | None = None, seed: int = 0,
+                 stage1: dict[str, Any] | None = None) -> None:  # fmt: skip
+        if pretrained is None and stage1 is None:
             checks.fail(checks.model("pretrained"), None,
                         "the stage-1 checkpoint or recipe (configs/rawmed/rqvae.yaml)")  # fmt: skip
         checks.integer(checks.model("time_slots"), time_slots, low=0)
@@ -226,12 +229,13 @@ class RawMedAR(_Synthesizer):
         checks.positive(checks.model("temperature"), temperature)
         checks.optional_integer(checks.model("max_len"), max_len, low=2)
         checks.integer(checks.model("gen_batch"), gen_batch)
-        self.stage1 = stage1_hparams(pretrained)
+        self.stage1 = dict(stage1) if stage1 is not None else stage1_hparams(pretrained)
         self.time_slots, self.top_k, self.temperature = int(time_slots), int(top_k), float(temperature)
         self.max_len_option, self.gen_batch = max_len, int(gen_batch)
         self.arch = {"layers": layers, "d": d, "heads": heads, "ffn": ffn, "dropout": dropout, "norm_first": norm_first}
         self._init_eval(n_generate, eval_parts, nonmonotone, seed)
         super().__init__(lr=lr, weight_decay=weight_decay, pretrained=pretrained)
+        self.hparams["stage1"] = dict(self.stage1)  # a checkpoint of this module rebuilds without the stage-1 source
         for p in self.model.parameters():
             p.requires_grad_(False)
         self.sequences: dict[str, Tensor] = {}
