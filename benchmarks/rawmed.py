@@ -9,6 +9,10 @@
 - **Stage 1** (``perf/events_per_s``): training steps (forward, backward, AdamW) of the CPU event RQ-VAE (L 64, F 64,
   L_z 4, F_z 64, K 256, D 2) on random event-like ids, batch ``--events`` (card: 4,096). Target ≥ 2k events/s.
 
+- **Evaluator**: ``zoo.rawmed.metrics.evaluate`` on 1k real vs 1k synthetic stays of the embedded generator (the
+  test split of a 6,667-stay cohort against 1,000 other generated stays), fidelity + temporal + privacy (the card:
+  "without TSTR and next-event"; target ≤ 60 s), then TSTR utility and predictive similarity timed apart.
+
     python benchmarks/rawmed.py [--batch 256] [--lengths 22 42 82] [--full 642] [--events 4096] [--repeats 1]
 
 No assertions: it prints the measurements, ratios and targets.
@@ -107,6 +111,29 @@ def stage_one(events: int, vocab: int, repeats: int) -> Iterator[str]:
     yield f"  encode (eval, no grad) {t_enc:.2f} s: {events / t_enc:7.0f} events/s"
 
 
+def evaluator(stays: int) -> Iterator[str]:
+    """The evaluator's time on ``stays`` real vs ``stays`` synthetic stays, per part."""
+    import tempfile
+
+    from datamodules.ehr.datamodule import EHRDataModule
+    from datamodules.ehr.folder import read_folder
+    from zoo.rawmed.metrics import evaluate
+
+    n = int(stays / 0.15) + 1  # the test split is 15 %
+    with tempfile.TemporaryDirectory() as tmp:
+        dm = EHRDataModule(n_stays=n, seed=0)
+        real = read_folder(dm.write_split("test", f"{tmp}/test"))
+        other = EHRDataModule(n_stays=n, seed=1)
+        synthetic = read_folder(other.write_split("test", f"{tmp}/syn"))
+        train = read_folder(dm.write_split("train", f"{tmp}/train"))
+        holdout = read_folder(dm.write_split("holdout", f"{tmp}/holdout"))
+    yield f"evaluator on {len(real[0])} real vs {len(synthetic[0])} synthetic stays:"
+    for parts in (("fidelity", "temporal", "privacy"), ("utility",), ("predictive",)):
+        seconds, _ = timed(lambda p=parts: evaluate(real, synthetic, train, holdout, parts=p), 1, warmup=False)
+        target = " (target <= 60 s)" if parts[0] == "fidelity" else ""
+        yield f"  {'+'.join(parts)}: {seconds:.2f} s{target}"
+
+
 def main() -> None:
     """Print the measurements, their ratios and targets."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -118,6 +145,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--skip-sampling", action="store_true")
     parser.add_argument("--skip-stage1", action="store_true")
+    parser.add_argument("--skip-evaluator", action="store_true")
+    parser.add_argument("--stays", type=int, default=1000, help="evaluator: real and synthetic stays (card: 1k)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     print(f"rawmed benchmark, torch {torch.__version__}, {torch.get_num_threads()} thread")
@@ -126,6 +155,9 @@ def main() -> None:
             print(line, flush=True)
     if not args.skip_stage1:
         for line in stage_one(args.events, args.vocab, args.repeats):
+            print(line, flush=True)
+    if not args.skip_evaluator:
+        for line in evaluator(args.stays):
             print(line, flush=True)
 
 
