@@ -843,11 +843,13 @@ def utility(
             continue
         y = y_train[task].to_numpy()[tr]
         classes = np.unique(y)
-        if classes.size < 2 or x_train.shape[1] == 0:
+        rows = x_train.to_numpy()[tr]
+        keep = ~np.isnan(rows).all(0)  # a feature with no value among this task's stays breaks HGB's binning
+        if classes.size < 2 or not keep.any():
             proba = pd.DataFrame(0.5, index=range(truth.size), columns=classes if classes.size else [0.0])
         else:
-            model = _gbm("classifier", gbm, seed).fit(x_train.to_numpy()[tr], np.searchsorted(classes, y))
-            proba = pd.DataFrame(model.predict_proba(x_test.to_numpy()[te]), columns=classes)
+            model = _gbm("classifier", gbm, seed).fit(rows[:, keep], np.searchsorted(classes, y))
+            proba = pd.DataFrame(model.predict_proba(x_test.to_numpy()[te][:, keep]), columns=classes)
         out[task] = macro_ovr_auroc(truth, proba)
     scored = [v for v in out.values() if not math.isnan(v)]
     out["mean"] = float(np.mean(scored)) if scored else math.nan
