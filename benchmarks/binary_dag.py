@@ -14,21 +14,10 @@
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import numpy as np
 import torch
-
-
-def timed(fn, repeats: int) -> tuple[float, object]:
-    """Median seconds of ``repeats`` calls and the last result."""
-    times, result = [], None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), result
+from _timing import timed
 
 
 def evaluation(d: int, r: int | None, n: int, repeats: int) -> tuple[float, float]:

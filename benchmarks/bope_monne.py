@@ -15,21 +15,10 @@
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
-import time
 
 import torch
-
-
-def timed(fn, repeats: int) -> tuple[float, object]:
-    """Median seconds of ``repeats`` calls and the last result."""
-    times, result = [], None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), result
+from _timing import timed
 
 
 def comparisons(n_points: int, n_comps: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

@@ -21,23 +21,10 @@ No assertions: it prints the measurements, ratios and targets.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from collections.abc import Iterator
 
 import torch
-
-
-def timed(fn, repeats: int, warmup: bool = True) -> tuple[float, object]:
-    """Median seconds of ``repeats`` calls of ``fn`` (after one warm-up call) and the last result."""
-    if warmup:
-        fn()
-    times, result = [], None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), result
+from _timing import timed
 
 
 def sample_fixed(model, n: int, length: int, use_cache: bool, seed: int) -> torch.Tensor:
@@ -102,12 +89,12 @@ def stage_one(events: int, vocab: int, repeats: int) -> Iterator[str]:
         opt.step()
 
     yield f"stage 1: EventRQVAE L 64, F 64, L_z 4, F_z 64, K 256, D 2, vocab {vocab}; batch {events}"
-    seconds, _ = timed(step, repeats)
+    seconds, _ = timed(step, repeats, warmup=True)
     yield (
         f"  training step {seconds:.2f} s: {events / seconds:7.0f} events/s (target >= 2000 events/s; "
         f"{events / seconds / 2000:.2f}x the target)"
     )
-    t_enc, _ = timed(lambda: model.encode(*batch), repeats)
+    t_enc, _ = timed(lambda: model.encode(*batch), repeats, warmup=True)
     yield f"  encode (eval, no grad) {t_enc:.2f} s: {events / t_enc:7.0f} events/s"
 
 
